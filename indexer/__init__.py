@@ -1,0 +1,1 @@
+"""Stage 2: store → Whoosh index, built incrementally, and the search API over it."""

@@ -1,0 +1,1 @@
+"""Stage 3: index + store (read-only) → Gemini clients, through a TLS search capsule."""

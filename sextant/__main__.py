@@ -1,0 +1,3 @@
+from sextant.cli import main
+
+main()

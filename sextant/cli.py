@@ -1,0 +1,161 @@
+"""The ``sextant`` command: one click group, stages loaded by name when used.
+
+The core must never import a stage, so stage commands are named here only as
+``"package.module:attribute"`` strings and imported on first use (click's
+"Complex Applications" lazy-loading pattern). That keeps ``sextant --help``
+fast and the import graph pointing one way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sextant import __version__
+from sextant.config import Settings, default_data_dir
+from sextant.errors import SextantError
+
+#: Subcommands that live outside the core, by dotted path.
+LAZY_COMMANDS: dict[str, str] = {
+    "crawl": "crawler.cli:crawl",
+    "show": "crawler.cli:show",
+    "index": "indexer.cli:index",
+    "search": "indexer.cli:search",
+    "serve": "search_capsule.cli:serve",
+    "graph": "sextant.graph.cli:graph",
+    "sample-space": "sextant.sample_space.cli:sample_space",
+    "demo": "sextant.pipeline:demo",
+    "run": "sextant.pipeline:run",
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when asked for.
+
+    It is also the one place where our own errors become a one-line message
+    and a non-zero exit, for every subcommand at once.
+    """
+
+    def __init__(
+        self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_commands:
+            return self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, cmd_name: str) -> click.Command | None:
+        module_name, _, attribute = self.lazy_commands[cmd_name].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+                raise  # a missing dependency inside the stage is a real error
+            return None  # the stage is not part of this installation
+        command = getattr(module, attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SextantError as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+pass_settings: Callable[..., Any] = click.make_pass_decorator(Settings)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "SEXTANT"},
+)
+@click.version_option(__version__, prog_name="sextant")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=f"Where the database, index and certificates live [default: {default_data_dir()}; "
+    "env SEXTANT_DATA_DIR].",
+)
+@click.option(
+    "--db-url",
+    default=None,
+    help="SQLAlchemy URL of the store "
+    "[default: sqlite:///DATA_DIR/sextant.db; env SEXTANT_DB_URL].",
+)
+@click.pass_context
+def cli(ctx: click.Context, data_dir: Path | None, db_url: str | None) -> None:
+    """Sextant, a search engine for Geminispace.
+
+    Data flows one way: `crawl` fills the store, `index` builds the search
+    index from it, `serve` answers Gemini clients, `search` queries from the
+    shell. `demo` shows all of it on a bundled sample Geminispace.
+    """
+    ctx.obj = Settings.load(data_dir=data_dir, db_url=db_url)
+
+
+@cli.group()
+def db() -> None:
+    """Create, upgrade and inspect the store's schema (Alembic migrations)."""
+
+
+@db.command("upgrade")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@pass_settings
+def db_upgrade(settings: Settings, revision: str) -> None:
+    """Create the store or bring its schema up to date."""
+    from sextant.store import make_engine
+    from sextant.store.migrate import current_revision, upgrade
+
+    if settings.is_sqlite:
+        settings.ensure_data_dir()
+    engine = make_engine(settings.db_url)
+    upgrade(engine, revision)
+    click.echo(f"database at revision {current_revision(engine)} ({_safe_url(settings)})")
+
+
+@db.command("current")
+@pass_settings
+def db_current(settings: Settings) -> None:
+    """Print the schema revision of the store and the one the code expects."""
+    from sextant.store import make_engine
+    from sextant.store.migrate import current_revision, head_revision
+
+    engine = make_engine(settings.db_url)
+    current = current_revision(engine)
+    head = head_revision(engine)
+    state = "up to date" if current == head else "run `sextant db upgrade`"
+    click.echo(f"current: {current or 'none'}\nhead:    {head}\n{state}")
+
+
+@db.command("check")
+@pass_settings
+def db_check(settings: Settings) -> None:
+    """Fail when the models and the migrations disagree."""
+    from sextant.store.migrate import check, open_store
+
+    check(open_store(settings.db_url))
+    click.echo("models and migrations agree")
+
+
+def _safe_url(settings: Settings) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(settings.db_url).render_as_string(hide_password=True)
+
+
+def main() -> None:
+    cli(prog_name="sextant")

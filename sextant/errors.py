@@ -1,0 +1,73 @@
+"""One exception tree for the whole project.
+
+Library code raises these; only ``cli.py`` modules turn them into a one-line
+message and a non-zero exit, so users never see a traceback for their mistakes::
+
+    SextantError
+      ├─ InvalidURL               a URL we refuse (malformed, userinfo, too long, wrong scheme)
+      ├─ MalformedHeader          a response header that breaks the grammar (the capsule's fault)
+      ├─ MalformedRequest         a request line our servers refuse (the client's fault; 59 meta)
+      ├─ RobotsError              robots.txt we cannot use at all
+      ├─ FetchError               one request failed on the way
+      │    ├─ ConnectFailed       DNS, TCP or TLS handshake failure
+      │    ├─ FetchTimeout        connect, header, total or minimum-rate limit hit
+      │    ├─ BodyTooLarge        the body passed the size limit (the page is kept, truncated)
+      │    └─ CertificateChanged  TOFU: a new certificate before the old one expired
+      ├─ QueryError               a search query we cannot parse
+      ├─ ConfigError              settings that cannot work (bad data dir, bad DB URL)
+      └─ StoreError               our side: migrations missing, database unreachable
+"""
+
+
+class SextantError(Exception):
+    """Base of every error Sextant raises on purpose."""
+
+
+class InvalidURL(SextantError, ValueError):
+    """A URL that is malformed or that Gemini does not allow."""
+
+
+class MalformedHeader(SextantError, ValueError):
+    """A response header line that does not follow ``<2 digits> <meta>\\r\\n``."""
+
+
+class MalformedRequest(SextantError, ValueError):
+    """A request line our servers refuse; the message is short and safe to send as a 59 meta."""
+
+
+class RobotsError(SextantError):
+    """robots.txt that cannot be interpreted."""
+
+
+class FetchError(SextantError):
+    """A request that did not produce a usable response."""
+
+    kind = "fetch-error"
+
+
+class ConnectFailed(FetchError):
+    kind = "connect-failed"
+
+
+class FetchTimeout(FetchError):
+    kind = "timeout"
+
+
+class BodyTooLarge(FetchError):
+    kind = "too-large"
+
+
+class CertificateChanged(FetchError):
+    kind = "certificate-changed"
+
+
+class QueryError(SextantError, ValueError):
+    """A search query that cannot be parsed; the message says what to change."""
+
+
+class ConfigError(SextantError):
+    """Settings that cannot work; the message says how to fix them."""
+
+
+class StoreError(SextantError):
+    """The database is missing, unreachable or not migrated."""

@@ -1,0 +1,31 @@
+"""The store: SQLAlchemy models, engines, and Alembic-driven schema changes."""
+
+from sextant.store.engine import make_engine, session_factory, utcnow
+from sextant.store.models import (
+    PAGE_STATES,
+    Base,
+    Capsule,
+    CertificateEvent,
+    FetchAttempt,
+    FrontierEntry,
+    Link,
+    Page,
+    Run,
+    SeedRequest,
+)
+
+__all__ = [
+    "PAGE_STATES",
+    "Base",
+    "Capsule",
+    "CertificateEvent",
+    "FetchAttempt",
+    "FrontierEntry",
+    "Link",
+    "Page",
+    "Run",
+    "SeedRequest",
+    "make_engine",
+    "session_factory",
+    "utcnow",
+]

@@ -1,0 +1,85 @@
+"""Alembic driven from code, so an installed ``sextant db upgrade`` works.
+
+The migration scripts ship inside the wheel as the ``migrations`` package, and
+the Alembic config is built here rather than read from an ``alembic.ini`` that
+an installed copy would not have.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect
+
+from sextant.errors import StoreError
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(files("migrations")))
+    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    config.attributes["engine"] = engine
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    command.downgrade(alembic_config(engine), revision)
+
+
+def head_revision(engine: Engine) -> str | None:
+    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def check(engine: Engine) -> None:
+    """Raise when the models and the migrations disagree (``alembic check``)."""
+    command.check(alembic_config(engine))
+
+
+def require_current(engine: Engine) -> None:
+    """Stop early, with the fix in the message, when the schema is not at head.
+
+    Every command that touches the store calls this, so a user who skipped
+    ``sextant db upgrade`` is told so instead of meeting "no such table".
+    """
+    current = current_revision(engine)
+    head = head_revision(engine)
+    if current == head:
+        return
+    if current is None and not inspect(engine).get_table_names():
+        raise StoreError(
+            f"the database {engine.url.render_as_string()} has no tables yet. "
+            "Run `sextant db upgrade` first."
+        )
+    raise StoreError(
+        f"the database is at revision {current}, the code expects {head}. Run `sextant db upgrade`."
+    )
+
+
+def open_store(db_url: str) -> Engine:
+    """An engine whose schema is known to be current.
+
+    A brand-new SQLite file is migrated on the spot, so a first
+    ``sextant crawl`` just works; anything else that is behind (or any
+    PostgreSQL database, which an operator upgrades deliberately) stops with
+    the command that fixes it.
+    """
+    from sextant.store.engine import make_engine
+
+    engine = make_engine(db_url)
+    if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
+        upgrade(engine)
+    require_current(engine)
+    return engine

@@ -1,0 +1,136 @@
+"""The store: migrations create it, agree with the models, and SQLite is set up right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, select, text
+from sqlalchemy.exc import IntegrityError
+
+from sextant.errors import StoreError
+from sextant.store import (
+    Capsule,
+    FrontierEntry,
+    Link,
+    Page,
+    make_engine,
+    session_factory,
+    utcnow,
+)
+from sextant.store.migrate import (
+    check,
+    current_revision,
+    downgrade,
+    head_revision,
+    open_store,
+    require_current,
+    upgrade,
+)
+
+TABLES = {
+    "capsules",
+    "pages",
+    "frontier",
+    "links",
+    "fetch_attempts",
+    "certificate_events",
+    "seed_requests",
+    "runs",
+}
+
+
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+def test_upgrade_creates_every_table_and_matches_the_models(tmp_path: Path) -> None:
+    engine = make_engine(db_url(tmp_path))
+    upgrade(engine)
+    assert TABLES <= set(inspect(engine).get_table_names())
+    assert current_revision(engine) == head_revision(engine)
+    check(engine)  # raises when autogenerate would find a difference
+
+
+def test_downgrade_to_base_and_back(tmp_path: Path) -> None:
+    engine = make_engine(db_url(tmp_path))
+    upgrade(engine)
+    downgrade(engine, "base")
+    assert not TABLES & set(inspect(engine).get_table_names())
+    upgrade(engine)
+    assert TABLES <= set(inspect(engine).get_table_names())
+
+
+def test_sqlite_runs_with_wal_and_foreign_keys(tmp_path: Path) -> None:
+    engine = make_engine(db_url(tmp_path))
+    with engine.connect() as connection:
+        assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
+
+
+def test_a_fresh_sqlite_file_is_migrated_on_first_open(tmp_path: Path) -> None:
+    engine = open_store(db_url(tmp_path))
+    assert current_revision(engine) == head_revision(engine)
+
+
+def test_a_database_of_someone_else_is_refused_with_the_fix(tmp_path: Path) -> None:
+    engine = make_engine(db_url(tmp_path))
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE unrelated (x INTEGER)"))
+    with pytest.raises(StoreError, match="sextant db upgrade"):
+        require_current(engine)
+
+
+def _capsule_and_page(tmp_path: Path) -> tuple[object, int, int]:
+    engine = open_store(db_url(tmp_path))
+    now = utcnow()
+    with session_factory(engine).begin() as session:
+        capsule = Capsule(
+            host="alpha.test", port=1965, display_host="alpha.test", first_seen_at=now
+        )
+        page = Page(
+            url="gemini://alpha.test/",
+            capsule=capsule,
+            scope="alpha.test",
+            discovered_at=now,
+            updated_at=now,
+        )
+        session.add_all([capsule, page])
+        session.flush()
+        session.add(
+            FrontierEntry(page_id=page.id, capsule_id=capsule.id, due_at=now, enqueued_at=now)
+        )
+        session.add(
+            Link(
+                source_id=page.id,
+                target_url="gemini://alpha.test/",
+                target_id=page.id,
+                target_scheme="gemini",
+                first_seen_at=now,
+            )
+        )
+        return engine, capsule.id, page.id
+
+
+def test_deleting_a_page_cascades_to_its_frontier_row_and_links(tmp_path: Path) -> None:
+    engine, _capsule_id, page_id = _capsule_and_page(tmp_path)
+    with session_factory(engine).begin() as session:
+        session.execute(Page.__table__.delete().where(Page.id == page_id))
+    with session_factory(engine)() as session:
+        assert session.scalars(select(FrontierEntry)).all() == []
+        assert session.scalars(select(Link)).all() == []
+
+
+def test_urls_are_unique(tmp_path: Path) -> None:
+    engine, capsule_id, _ = _capsule_and_page(tmp_path)
+    now = utcnow()
+    with pytest.raises(IntegrityError), session_factory(engine).begin() as session:
+        session.add(
+            Page(
+                url="gemini://alpha.test/",
+                capsule_id=capsule_id,
+                scope="alpha.test",
+                discovered_at=now,
+                updated_at=now,
+            )
+        )
