@@ -9,15 +9,18 @@ fast and the import graph pointing one way.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+import trio
 
 from sextant import __version__
 from sextant.config import Settings, default_data_dir
 from sextant.errors import SextantError
+
+T = TypeVar("T")
 
 #: Subcommands that live outside the core, by dotted path.
 LAZY_COMMANDS: dict[str, str] = {
@@ -75,6 +78,36 @@ class LazyGroup(click.Group):
 
 
 pass_settings: Callable[..., Any] = click.make_pass_decorator(Settings)
+
+
+def run_async(main: Callable[[], Awaitable[T]], *, interrupted: str = "interrupted") -> T:
+    """Run a trio program from a command, the way every command wants it run.
+
+    trio wraps errors from nurseries in exception groups; a user must see the
+    one error inside (a ``SextantError`` or ``ClickException`` becomes the usual
+    one-line message), and Ctrl-C must end the command quietly with exit 130.
+    """
+    try:
+        return trio.run(main)
+    except BaseException as exc:
+        inner = _sole_exception(exc)
+        if isinstance(inner, KeyboardInterrupt):
+            click.echo(interrupted, err=True)
+            raise SystemExit(130) from None
+        if inner is not exc:
+            raise inner from None
+        raise
+
+
+def _sole_exception(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        interrupts = exc.subgroup(lambda e: isinstance(e, KeyboardInterrupt))
+        if interrupts is not None:
+            return KeyboardInterrupt()
+        if len(exc.exceptions) != 1:
+            return exc
+        exc = exc.exceptions[0]
+    return exc
 
 
 @click.group(
