@@ -40,20 +40,16 @@ TABLES = {
 }
 
 
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'store.db'}"
-
-
-def test_upgrade_creates_every_table_and_matches_the_models(tmp_path: Path) -> None:
-    engine = make_engine(db_url(tmp_path))
+def test_upgrade_creates_every_table_and_matches_the_models(db_url: str) -> None:
+    engine = make_engine(db_url)
     upgrade(engine)
     assert TABLES <= set(inspect(engine).get_table_names())
     assert current_revision(engine) == head_revision(engine)
     check(engine)  # raises when autogenerate would find a difference
 
 
-def test_downgrade_to_base_and_back(tmp_path: Path) -> None:
-    engine = make_engine(db_url(tmp_path))
+def test_downgrade_to_base_and_back(db_url: str) -> None:
+    engine = make_engine(db_url)
     upgrade(engine)
     downgrade(engine, "base")
     assert not TABLES & set(inspect(engine).get_table_names())
@@ -62,27 +58,28 @@ def test_downgrade_to_base_and_back(tmp_path: Path) -> None:
 
 
 def test_sqlite_runs_with_wal_and_foreign_keys(tmp_path: Path) -> None:
-    engine = make_engine(db_url(tmp_path))
+    engine = make_engine(f"sqlite:///{tmp_path / 'store.db'}")
     with engine.connect() as connection:
         assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
         assert connection.execute(text("PRAGMA foreign_keys")).scalar() == 1
 
 
 def test_a_fresh_sqlite_file_is_migrated_on_first_open(tmp_path: Path) -> None:
-    engine = open_store(db_url(tmp_path))
+    engine = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     assert current_revision(engine) == head_revision(engine)
 
 
-def test_a_database_of_someone_else_is_refused_with_the_fix(tmp_path: Path) -> None:
-    engine = make_engine(db_url(tmp_path))
+def test_a_database_of_someone_else_is_refused_with_the_fix(db_url: str) -> None:
+    engine = make_engine(db_url)
     with engine.begin() as connection:
         connection.execute(text("CREATE TABLE unrelated (x INTEGER)"))
     with pytest.raises(StoreError, match="sextant db upgrade"):
         require_current(engine)
 
 
-def _capsule_and_page(tmp_path: Path) -> tuple[object, int, int]:
-    engine = open_store(db_url(tmp_path))
+def _capsule_and_page(db_url: str) -> tuple[object, int, int]:
+    engine = make_engine(db_url)
+    upgrade(engine)
     now = utcnow()
     with session_factory(engine).begin() as session:
         capsule = Capsule(
@@ -112,8 +109,8 @@ def _capsule_and_page(tmp_path: Path) -> tuple[object, int, int]:
         return engine, capsule.id, page.id
 
 
-def test_deleting_a_page_cascades_to_its_frontier_row_and_links(tmp_path: Path) -> None:
-    engine, _capsule_id, page_id = _capsule_and_page(tmp_path)
+def test_deleting_a_page_cascades_to_its_frontier_row_and_links(db_url: str) -> None:
+    engine, _capsule_id, page_id = _capsule_and_page(db_url)
     with session_factory(engine).begin() as session:
         session.execute(Page.__table__.delete().where(Page.id == page_id))
     with session_factory(engine)() as session:
@@ -121,8 +118,8 @@ def test_deleting_a_page_cascades_to_its_frontier_row_and_links(tmp_path: Path) 
         assert session.scalars(select(Link)).all() == []
 
 
-def test_urls_are_unique(tmp_path: Path) -> None:
-    engine, capsule_id, _ = _capsule_and_page(tmp_path)
+def test_urls_are_unique(db_url: str) -> None:
+    engine, capsule_id, _ = _capsule_and_page(db_url)
     now = utcnow()
     with pytest.raises(IntegrityError), session_factory(engine).begin() as session:
         session.add(
