@@ -1,4 +1,4 @@
-"""The census against a real SQLite store filled through the models."""
+"""The census on a real store (SQLite, and PostgreSQL when set up) filled through the models."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from sextant.store import (
     Link,
     Page,
     Run,
+    make_engine,
     session_factory,
 )
-from sextant.store.migrate import open_store
+from sextant.store.migrate import open_store, upgrade
 
 NOW = datetime(2024, 6, 1, 12, 0, 0)
 
@@ -38,9 +39,13 @@ def _page(capsule, path, **fields):
 
 
 @pytest.fixture
-def store(tmp_path):
-    engine = open_store(f"sqlite:///{tmp_path / 's.db'}")
-    return session_factory(engine)
+def store(db_url):
+    migrator = make_engine(db_url)
+    upgrade(migrator)  # PostgreSQL is never migrated on open; SQLite would be
+    migrator.dispose()
+    engine = open_store(db_url)
+    yield session_factory(engine)
+    engine.dispose()
 
 
 def _fill(session):
@@ -295,6 +300,9 @@ def test_census_runs_on_a_read_only_connection(store):
     with store.begin() as session:
         _fill(session)
     with store() as session:
-        session.execute(text("PRAGMA query_only = ON"))
+        if session.bind.dialect.name == "sqlite":
+            session.execute(text("PRAGMA query_only = ON"))
+        else:
+            session.execute(text("SET TRANSACTION READ ONLY"))
         assert census(session, now=NOW).pages == 11
         session.rollback()
