@@ -168,10 +168,11 @@ def _breakdown(rows: Iterable[Any]) -> Breakdown:
     counts: Counter[str] = Counter()
     for label, count in rows:
         counts[UNKNOWN if label is None or label == "" else str(label)] += count
-    return _sorted(counts)
+    return ranked_breakdown(counts)
 
 
-def _sorted(counts: Mapping[str, int]) -> Breakdown:
+def ranked_breakdown(counts: Mapping[str, int]) -> Breakdown:
+    """Labels by count, largest first, ties by label, zeros left out."""
     return tuple(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -191,7 +192,12 @@ def _link_totals(session: Session) -> dict[str, Any]:
             across += count
         else:
             within += count
-    return {"by_scheme": _sorted(by_scheme), "within": within, "across": across, "other": other}
+    return {
+        "by_scheme": ranked_breakdown(by_scheme),
+        "within": within,
+        "across": across,
+        "other": other,
+    }
 
 
 def _statuses(session: Session) -> tuple[Breakdown, Breakdown]:
@@ -209,7 +215,7 @@ def _statuses(session: Session) -> tuple[Breakdown, Breakdown]:
             continue
         statuses[str(status)] += count
         families[STATUS_FAMILIES.get(status // 10, f"{status // 10}x other")] += count
-    return _sorted(statuses), _sorted(families)
+    return ranked_breakdown(statuses), ranked_breakdown(families)
 
 
 def _page_sizes(session: Session) -> Breakdown:
@@ -243,7 +249,9 @@ def _tls(session: Session, now: datetime, soon: timedelta) -> dict[str, Any]:
         select(Capsule.tls_self_signed, func.count()).where(seen).group_by(Capsule.tls_self_signed)
     ).all()
     signer_labels = {True: "self-signed", False: "CA-signed", None: UNKNOWN}
-    signers = _sorted(Counter({signer_labels[_bool_or_none(v)]: n for v, n in signer_rows}))
+    signers = ranked_breakdown(
+        Counter({signer_labels[_bool_or_none(v)]: n for v, n in signer_rows})
+    )
     expired = session.scalar(select(func.count()).where(seen, Capsule.tls_not_after < now))
     expiring = session.scalar(
         select(func.count()).where(
