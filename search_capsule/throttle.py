@@ -1,0 +1,61 @@
+"""Per-client rate limiting for the pages that cost real work (searches, store queries).
+
+A token bucket per client address: ``burst`` requests at once, then ``rate`` per second.
+A client over its budget gets ``44 SLOW DOWN`` with the seconds until its next token
+(spec, Appendix 1: the meta is the wait in seconds), which well-behaved clients and
+crawlers honour. One busy client therefore cannot starve the others, while a person
+paging through results never notices.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+
+class Throttle:
+    def __init__(
+        self,
+        *,
+        rate: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 10_000,
+    ) -> None:
+        if rate <= 0 or burst < 1:
+            raise ValueError("rate must be positive and burst at least 1")
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._max_clients = max_clients
+        self._buckets: dict[str, tuple[float, float]] = {}  # client -> (tokens, updated)
+
+    def take(self, client: str) -> int:
+        """Spend one token for ``client``: 0 when allowed, else the seconds to wait (>= 1)."""
+        now = self._clock()
+        tokens, updated = self._buckets.get(client, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - updated) * self.rate)
+        if tokens >= 1.0:
+            self._buckets[client] = (tokens - 1.0, now)
+            if len(self._buckets) > self._max_clients:
+                self._forget_idle(now)
+            return 0
+        self._buckets[client] = (tokens, now)
+        return max(1, math.ceil((1.0 - tokens) / self.rate))
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop clients whose bucket has refilled: forgetting them changes nothing.
+
+        Keeps memory bounded when many addresses pass by; if every client is still busy,
+        the oldest entries go, which at worst gives those clients a fresh burst.
+        """
+        full_after = self.burst / self.rate
+        idle = [c for c, (_, updated) in self._buckets.items() if now - updated >= full_after]
+        for client in idle:
+            del self._buckets[client]
+        while len(self._buckets) > self._max_clients:
+            del self._buckets[next(iter(self._buckets))]
+
+    def __len__(self) -> int:
+        return len(self._buckets)
