@@ -1,0 +1,515 @@
+"""What a fetched body means: decoded text, language, title, links and feed kind.
+
+Pure (bytes in, values out) so every rule below is tested without a server, and so the
+engine can run it in a worker thread if profiling ever says so.
+
+Decoding follows the Gemini spec §3.3 / §5.2 (``charset`` parameter, UTF-8 when absent) but
+reads what capsules really send:
+
+1. a UTF-8 byte order mark means UTF-8, whatever was declared (the WHATWG encoding standard
+   gives the BOM the same precedence); the BOM itself is never part of the text;
+2. a declared charset wins when the body decodes with it;
+3. a declared charset that does not decode, or a name no codec knows, is a lie or a typo: the
+   charset is detected (``charset_detected``);
+4. nothing declared: strict UTF-8 (the spec's default), else detection;
+5. nothing works: UTF-8 with replacement characters. Analysis never raises.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from html.parser import HTMLParser
+from xml.parsers import expat
+
+import charset_normalizer
+from py3langid import langid
+
+from sextant import gemtext
+from sextant.errors import InvalidURL
+from sextant.gemtext import _cap_title as cap_title
+from sextant.protocol import MimeType
+from sextant.urls import GeminiURL, resolve, scheme_of
+
+_BOM = b"\xef\xbb\xbf"
+
+# Codecs Python knows that are not character sets: a server declaring them is wrong, and
+# decoding with them would interpret escapes or punycode instead of text.
+_NOT_CHARSETS = frozenset({"idna", "punycode", "unicode-escape", "raw-unicode-escape", "undefined"})
+
+# Detection looks at a prefix: enough to decide, and bounded so a 5 MiB page costs the same.
+_DETECTION_SAMPLE_BYTES = 256 * 1024
+# Candidates whose charset-normalizer "chaos" is this close to the best one are all plausible.
+_CHAOS_MARGIN = 0.2
+_DETECTION_BONUS = {"cp1252": 0.1}
+
+# Language identification needs some material: below this many letters it guesses wildly.
+MIN_LETTERS_FOR_LANG = 40
+# ... and a normalized probability at least this high (py3langid with norm_probs).
+MIN_LANG_PROBABILITY = 0.5
+_LANG_SAMPLE_CHARS = 5000
+_LANG_SAMPLE_BYTES = 8 * 1024
+
+# A non-gemini link is stored as written; past this it is junk or an attack, not a URL.
+MAX_FOREIGN_URL_CHARS = 2048
+
+FEED_MIMES = {
+    "application/atom+xml": "atom",
+    "application/rss+xml": "rss",
+}
+_XML_MIMES = frozenset({"application/xml", "text/xml", *FEED_MIMES})
+_XML_DECLARED_ENCODING = re.compile(rb"^<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._\-]+)[\"']")
+_XML_NS = "http://www.w3.org/XML/1998/namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedLink:
+    url: str  # absolute: gemini links normalized; other schemes as written (scheme lower-cased)
+    scheme: str
+    label: str
+    position: int  # order of first appearance among the page's distinct links, from 0
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    text: str | None
+    charset: str | None  # Python codec name: "utf-8", "iso8859-1", "cp1252", ...
+    charset_detected: bool
+    lang: str | None
+    title: str | None
+    links: tuple[ExtractedLink, ...]
+    invalid_links: int
+    feed_kind: str | None  # "gemsub", "atom", "rss"
+    content_hash: str  # sha256 hex of the raw body
+
+
+def analyse(url: GeminiURL, body: bytes, mime: MimeType) -> Content:
+    """Everything the store needs from one body; ``url`` is the base for relative links."""
+    content_hash = hashlib.sha256(body).hexdigest()
+    essence = mime.essence
+    is_xml = essence in _XML_MIMES or (
+        essence.endswith("+xml") and mime.type in ("application", "text")
+    )
+    if not mime.is_text and not is_xml:
+        return Content(None, None, False, None, None, (), 0, None, content_hash)
+
+    declared = mime.charset
+    if declared is None and is_xml:
+        match = _XML_DECLARED_ENCODING.match(body.removeprefix(_BOM))
+        declared = match.group(1).decode("ascii").lower() if match else None
+    text, charset, detected = decode(body, declared)
+
+    title: str | None = None
+    raw_links: list[tuple[str, str]] = []
+    lang_sample = text
+    feed_kind: str | None = None
+    lang: str | None = mime.langs[0] if mime.langs else None
+
+    if essence == "text/gemini":
+        doc = gemtext.parse(text)
+        title = doc.title
+        raw_links = [(link.url, link.label) for link in doc.links]
+        lang_sample = doc.text
+        feed_kind = "gemsub" if gemtext.is_gemsub(doc) else None
+    elif essence == "text/markdown":
+        title, raw_links = _markdown(text)
+    elif essence == "text/html":
+        page = _HtmlFacts.read(text)
+        title, raw_links, lang_sample = page.title, page.links, page.text
+        lang = lang or page.lang
+    elif is_xml:
+        feed = _read_feed(body, text)
+        if feed is not None:
+            feed_kind = FEED_MIMES.get(essence) or feed.kind
+            title, raw_links, lang_sample = feed.title, feed.links, feed.text
+            lang = lang or feed.lang
+        else:
+            feed_kind = FEED_MIMES.get(essence)
+    else:  # text/plain and every other text type: the first line is what a reader sees first
+        title = _first_line(text)
+
+    links, invalid = _resolve_links(url, raw_links)
+    return Content(
+        text=text,
+        charset=charset,
+        charset_detected=detected,
+        lang=lang or detect_language(lang_sample),
+        title=cap_title(title) if title else None,
+        links=links,
+        invalid_links=invalid,
+        feed_kind=feed_kind,
+        content_hash=content_hash,
+    )
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+def decode(body: bytes, declared: str | None) -> tuple[str, str, bool]:
+    """(text, codec name, detected) by the rules in the module docstring."""
+    codec = _codec_name(declared) if declared else None
+    if body.startswith(_BOM):
+        text = _strict(body[len(_BOM) :], "utf-8")
+        if text is not None:
+            return text, "utf-8", codec not in (None, "utf-8")
+    if codec is not None:
+        decoded = _declared(body, codec)
+        if decoded is not None:
+            return decoded[0].removeprefix("\ufeff"), decoded[1], False
+        return _detect(body)
+    # Nothing usable declared: UTF-8 is the spec's default (and what most capsules send).
+    text = _strict(body, "utf-8")
+    if text is not None:
+        return text, "utf-8", declared is not None
+    return _detect(body)
+
+
+def _declared(body: bytes, codec: str) -> tuple[str, str] | None:
+    """The body decoded with a declared codec, and the codec actually used."""
+    # Servers that say ISO-8859-1 and send 0x80-0x9F mean Windows-1252 smart quotes and dashes,
+    # not C1 control characters; browsers read the label the same way (WHATWG).
+    if codec == "iso8859-1" and _has_c1_bytes(body):
+        text = _strict(body, "cp1252")
+        if text is not None:
+            return text, "cp1252"
+    text = _strict(body, codec)
+    return None if text is None else (text, codec)
+
+
+def _has_c1_bytes(body: bytes) -> bool:
+    return any(0x80 <= byte <= 0x9F for byte in body)
+
+
+def _codec_name(name: str) -> str | None:
+    try:
+        codec = codecs.lookup(name.strip())
+    except LookupError:
+        return None
+    return None if codec.name in _NOT_CHARSETS else codec.name
+
+
+def _strict(body: bytes, codec: str) -> str | None:
+    try:
+        return body.decode(codec)
+    except (UnicodeDecodeError, LookupError):
+        return None
+
+
+def _detect(body: bytes) -> tuple[str, str, bool]:
+    """Detect the charset of a body that did not decode as declared (or as UTF-8).
+
+    charset-normalizer alone ranks several code pages almost alike for short Western texts and
+    may put a Baltic one first (cp1257 for French, measured). So the candidates close to its
+    best are decoded and scored by how clearly py3langid recognises a language in the result,
+    with a small bonus for Windows-1252, which is what undeclared pages in Geminispace use.
+    """
+    sample = body[:_DETECTION_SAMPLE_BYTES]
+    matches = list(charset_normalizer.from_bytes(sample))
+    best: tuple[float, str] | None = None
+    if matches:
+        lowest = min(match.chaos for match in matches)
+        for match in matches:
+            codec = _codec_name(match.encoding)
+            if codec is None or match.chaos > lowest + _CHAOS_MARGIN:
+                continue
+            text = sample[:_LANG_SAMPLE_BYTES].decode(codec, errors="replace")
+            score = _identifier().classify(text)[1] + _DETECTION_BONUS.get(codec, 0.0)
+            if best is None or score > best[0]:
+                best = (score, codec)
+    codec = best[1] if best else "utf-8"
+    return body.decode(codec, errors="replace").removeprefix("\ufeff"), codec, True
+
+
+# --- language ----------------------------------------------------------------------------------
+
+
+@cache
+def _identifier() -> langid.LanguageIdentifier:
+    # Loaded once per process (about 0.7 s); normalized probabilities make a threshold possible.
+    return langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE, norm_probs=True)
+
+
+def detect_language(text: str | None) -> str | None:
+    """An ISO 639-1 code when the text is long and clear enough, else ``None``."""
+    if not text:
+        return None
+    sample = text[:_LANG_SAMPLE_CHARS]
+    letters = sum(1 for char in sample if char.isalpha())
+    if letters < MIN_LETTERS_FOR_LANG:
+        return None
+    code, probability = _identifier().classify(sample)
+    if probability < MIN_LANG_PROBABILITY:
+        return None
+    return str(code)
+
+
+# --- titles and links --------------------------------------------------------------------------
+
+
+def _first_line(text: str) -> str | None:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped:
+            return stripped
+    return None
+
+
+_MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+_MD_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_MD_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_MD_INLINE = re.compile(
+    r"!?\[([^\]\n]*)\]"  # [label] or ![alt]
+    r"\(\s*<?([^)\s>]+)>?"  # (url or (<url>
+    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"  # optional "title", then )
+)
+_MD_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^<>\s]+)>")
+_MD_REFERENCE = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*<?(\S+?)>?(?:[ \t]+.*)?$")
+
+
+def _markdown(text: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """Title (first level-1 heading, else first heading, else first line) and links.
+
+    Fenced code is skipped: links and ``#`` lines in a shell sample are not the page's.
+    """
+    links: list[tuple[str, str]] = []
+    first_h1: str | None = None
+    first_heading: str | None = None
+    first_line: str | None = None
+    previous = ""
+    in_fence = False
+    for line in text.splitlines():
+        if _MD_FENCE.match(line):
+            in_fence = not in_fence
+            previous = ""
+            continue
+        if in_fence:
+            continue
+        heading = _MD_ATX.match(line)
+        setext = _MD_SETEXT.match(line) if previous.strip() else None
+        if heading and heading.group(2):
+            level, content = len(heading.group(1)), heading.group(2)
+        elif setext:
+            level, content = (1 if setext.group(1)[0] == "=" else 2), previous.strip()
+        else:
+            level, content = 0, ""
+        if level:
+            first_heading = first_heading or content
+            if level == 1:
+                first_h1 = first_h1 or content
+        elif first_line is None and line.strip() and not setext:
+            first_line = line.strip()
+        reference = _MD_REFERENCE.match(line)
+        if reference:
+            links.append((reference.group(2), reference.group(1).strip()))
+        else:
+            links.extend((m.group(2), m.group(1).strip()) for m in _MD_INLINE.finditer(line))
+            links.extend((m.group(1), "") for m in _MD_AUTOLINK.finditer(line))
+        previous = line
+    return first_h1 or first_heading or first_line, links
+
+
+class _HtmlFacts(HTMLParser):
+    """Title, ``<a href>`` links, ``<html lang>`` and visible text of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: str | None = None
+        self.lang: str | None = None
+        self.links: list[tuple[str, str]] = []
+        self._chunks: list[str] = []
+        self._title_parts: list[str] | None = None
+        self._anchor: tuple[str, list[str]] | None = None
+        self._skip = 0
+
+    @classmethod
+    def read(cls, text: str) -> _HtmlFacts:
+        parser = cls()
+        try:
+            parser.feed(text)
+            parser.close()
+        except (AssertionError, ValueError):  # HTMLParser's reaction to some broken markup
+            pass
+        return parser
+
+    @property
+    def text(self) -> str:
+        return " ".join(self._chunks)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "html" and values.get("lang") and self.lang is None:
+            self.lang = (values["lang"] or "").strip() or None
+        elif tag == "title" and self.title is None:
+            self._title_parts = []
+        elif tag == "a" and values.get("href"):
+            self._anchor = (values["href"] or "", [])
+        elif tag in ("script", "style"):
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title" and self._title_parts is not None:
+            self.title = " ".join("".join(self._title_parts).split()) or None
+            self._title_parts = None
+        elif tag == "a" and self._anchor is not None:
+            href, parts = self._anchor
+            self.links.append((href, " ".join("".join(parts).split())))
+            self._anchor = None
+        elif tag in ("script", "style") and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._skip:
+            return
+        if self._title_parts is not None:
+            self._title_parts.append(data)
+        if self._anchor is not None:
+            self._anchor[1].append(data)
+        if data.strip():
+            self._chunks.append(data.strip())
+
+
+def _resolve_links(
+    base: GeminiURL, raw_links: Iterable[tuple[str, str]]
+) -> tuple[tuple[ExtractedLink, ...], int]:
+    seen: dict[str, ExtractedLink] = {}
+    invalid = 0
+    for raw, label in raw_links:
+        try:
+            absolute = resolve(base, raw)
+        except InvalidURL:
+            invalid += 1
+            continue
+        scheme = scheme_of(absolute)
+        if not scheme or len(absolute) > MAX_FOREIGN_URL_CHARS:
+            invalid += 1
+            continue
+        if absolute not in seen:
+            seen[absolute] = ExtractedLink(absolute, scheme, _clean_label(label), len(seen))
+    return tuple(seen.values()), invalid
+
+
+def _clean_label(label: str) -> str:
+    # Control characters in a label would end up in terminals (`sextant show`) and the index.
+    return "".join(c for c in label if unicodedata.category(c) != "Cc").strip()
+
+
+# --- feeds -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Feed:
+    kind: str | None
+    title: str | None
+    links: list[tuple[str, str]]
+    lang: str | None
+    text: str
+
+
+class _ForbiddenMarkup(Exception):
+    """A DTD in a feed: the door to entity expansion bombs and external entities."""
+
+
+def _read_feed(body: bytes, text: str) -> _Feed | None:
+    """Parse Atom/RSS with expat, refusing any DTD; ``None`` when it is not usable XML.
+
+    The raw bytes are tried first because the XML declaration names their encoding; a feed
+    whose declaration disagrees with its bytes gets a second chance from the decoded text.
+    """
+    for data in (body, _XML_DECLARATION.sub("", text, count=1).encode("utf-8")):
+        reader = _FeedReader()
+        try:
+            reader.parse(data)
+        except (expat.ExpatError, _ForbiddenMarkup, ValueError):
+            continue
+        return reader.result()
+    return None
+
+
+_XML_DECLARATION = re.compile(r"^\ufeff?\s*<\?xml[^>]*\?>")
+_ITEMS = ("entry", "item")
+_CONTAINERS = ("feed", "channel")
+
+
+class _FeedReader:
+    def __init__(self) -> None:
+        self._stack: list[str] = []
+        self._buffer: list[str] | None = None
+        self._item: tuple[list[str | None], list[str]] | None = None
+        self.root: str | None = None
+        self.title: str | None = None
+        self.lang: str | None = None
+        self.links: list[tuple[str, str]] = []
+        self._channel_links: list[str] = []
+        self._titles: list[str] = []
+
+    def parse(self, data: bytes) -> None:
+        parser = expat.ParserCreate(namespace_separator=" ")
+        parser.StartDoctypeDeclHandler = self._forbid
+        parser.EntityDeclHandler = self._forbid
+        parser.StartElementHandler = self._start
+        parser.EndElementHandler = self._end
+        parser.CharacterDataHandler = self._data
+        parser.Parse(data, True)
+
+    def result(self) -> _Feed:
+        kind = {"feed": "atom", "rss": "rss", "RDF": "rss"}.get(self.root or "")
+        links = [(url, self.title or "") for url in self._channel_links] + self.links
+        return _Feed(kind, self.title, links, self.lang, "\n".join(self._titles))
+
+    @staticmethod
+    def _forbid(*_: object) -> None:
+        raise _ForbiddenMarkup
+
+    def _start(self, name: str, attrs: dict[str, str]) -> None:
+        local = name.rpartition(" ")[2]
+        if self.root is None:
+            self.root = local
+            self.lang = (attrs.get(f"{_XML_NS} lang") or "").strip() or None
+        parent = self._stack[-1] if self._stack else None
+        self._stack.append(local)
+        if local in _ITEMS:
+            self._item = ([None], [])
+        elif local == "link" and parent in _ITEMS + _CONTAINERS:
+            href = attrs.get("href")
+            if href:
+                self._add_link(href.strip())
+            else:
+                self._buffer = []  # RSS: <link>URL</link>
+        elif local in ("title", "language"):
+            self._buffer = []
+
+    def _data(self, data: str) -> None:
+        if self._buffer is not None:
+            self._buffer.append(data)
+
+    def _end(self, name: str) -> None:
+        local = self._stack.pop()
+        parent = self._stack[-1] if self._stack else None
+        if self._buffer is not None and local in ("title", "link", "language"):
+            value = " ".join("".join(self._buffer).split())
+            self._buffer = None
+            if local == "title" and value:
+                self._titles.append(value)
+                if parent in _ITEMS and self._item is not None and self._item[0][0] is None:
+                    self._item[0][0] = value
+                elif parent in _CONTAINERS and self.title is None:
+                    self.title = value
+            elif local == "link" and value:
+                self._add_link(value)
+            elif local == "language" and value and self.lang is None:
+                self.lang = value
+        if local in _ITEMS and self._item is not None:
+            (title,), urls = self._item
+            self.links.extend((url, title or "") for url in urls)
+            self._item = None
+
+    def _add_link(self, url: str) -> None:
+        if self._item is not None:
+            self._item[1].append(url)
+        else:
+            self._channel_links.append(url)
