@@ -163,10 +163,12 @@ async def _handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext, sni
         try:
             tcp = await trio.open_tcp_stream("127.0.0.1", port)
             stream = trio.SSLStream(tcp, client_ctx, server_hostname=sni)
-            await stream.do_handshake()
-            der = stream.getpeercert(binary_form=True)
-            version = stream.version()
-            await stream.aclose()
+            try:
+                await stream.do_handshake()
+                der = stream.getpeercert(binary_form=True)
+                version = stream.version()
+            finally:
+                await trio.aclose_forcefully(stream)
         finally:
             nursery.cancel_scope.cancel()
     return der, version
