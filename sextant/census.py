@@ -89,7 +89,8 @@ class Census:
     certificate_signers: Breakdown  # self-signed vs CA-signed
     certificates: int
     certificates_expired: int
-    certificates_expiring_soon: int  # valid now, but ending within ``soon``
+    certificates_expiring_soon: int  # valid now, but ending within ``soon_days``
+    soon_days: int
     certificate_events: Breakdown  # by kind: first-seen, changed-before-expiry, ...
     certificate_changes: int  # every event except a first sighting
     last_runs: tuple[RunSummary, ...]  # the latest of each kind, by kind
@@ -158,6 +159,7 @@ def census(session: Session, *, now: datetime | None = None, soon: timedelta = S
         certificates=tls["total"],
         certificates_expired=tls["expired"],
         certificates_expiring_soon=tls["soon"],
+        soon_days=soon.days,
         certificate_events=events,
         certificate_changes=sum(count for kind, count in events if kind != "first-seen"),
         last_runs=_last_runs(session),

@@ -55,6 +55,12 @@ def write_graph(graph: GraphStream, out: TextIO, fmt: str, *, table: str = "all"
     CSV holds a single table, so it needs ``table`` to be ``nodes`` or ``edges``; the other
     formats describe one graph and take ``all`` only, except JSON Lines, which takes any.
     """
+    check_request(fmt, table)
+    return WRITERS[fmt](graph, out, table)
+
+
+def check_request(fmt: str, table: str) -> None:
+    """Refuse a format/table combination that cannot be written, before any work is done."""
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if table not in TABLES:
@@ -66,7 +72,6 @@ def write_graph(graph: GraphStream, out: TextIO, fmt: str, *, table: str = "all"
         )
     if fmt in ("graphml", "gexf", "dot") and table != "all":
         raise ValueError(f"{fmt} describes a whole graph: --table works with csv and jsonl only")
-    return WRITERS[fmt](graph, out, table)
 
 
 # --- CSV and JSON Lines ---------------------------------------------------------------------
