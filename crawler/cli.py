@@ -1,0 +1,296 @@
+"""``sextant crawl`` and ``sextant show``: the crawler's face on the command line."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from crawler.options import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_DELAY,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_PAGES_PER_CAPSULE,
+    DEFAULT_MAX_QUERY_URLS_PER_PATH,
+    AllowedHosts,
+    CrawlOptions,
+)
+from sextant.cli import pass_settings
+from sextant.config import Settings
+from sextant.errors import ConfigError, InvalidURL
+
+DEFAULT_SEEDS = "seeds.txt"
+EXIT_INTERRUPTED = 130  # what shells report for a command stopped by Ctrl-C
+
+
+def _default_seeds_file(settings: Settings) -> Path | None:
+    """``seeds.txt`` in the current directory, else in the data directory, else none."""
+    for candidate in (Path(DEFAULT_SEEDS), settings.data_dir / DEFAULT_SEEDS):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@click.command()
+@click.option(
+    "--seeds",
+    "seeds_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"File of seed URLs, one per line [default: ./{DEFAULT_SEEDS} or DATA_DIR/"
+    f"{DEFAULT_SEEDS}, unless --seed is given].",
+)
+@click.option("--seed", "seeds", multiple=True, metavar="URL", help="A seed URL (repeatable).")
+@click.option("--max-pages", type=click.IntRange(min=0), help="Stop after fetching N pages.")
+@click.option(
+    "--max-pages-per-capsule",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_PAGES_PER_CAPSULE,
+    show_default=True,
+    help="Pages per capsule (a pubnix ~user directory counts as its own capsule).",
+)
+@click.option(
+    "--max-depth",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_DEPTH,
+    show_default=True,
+    help="Links followed from a seed.",
+)
+@click.option(
+    "--max-query-urls",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_QUERY_URLS_PER_PATH,
+    show_default=True,
+    help="URLs with a ?query string per path.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Requests in flight at once (each to a different capsule and address).",
+)
+@click.option(
+    "--delay",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_DELAY,
+    show_default=True,
+    help="Seconds between two requests to one capsule or one address "
+    "(robots.txt Crawl-delay wins if larger).",
+)
+@click.option(
+    "--exclude",
+    "exclude_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Extra exclusion rules (the format of crawler/traps.txt).",
+)
+@click.option("--recrawl", is_flag=True, help="Also refetch pages whose recrawl time has come.")
+@click.option(
+    "--resolve",
+    multiple=True,
+    metavar="HOST:PORT:ADDR",
+    help="Connect to ADDR for HOST:PORT, like curl's --resolve (repeatable).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="Only contact these capsules (repeatable; *.example.org for subdomains). Links "
+    "elsewhere are recorded but never fetched or even resolved.",
+)
+@click.option("--max-time", type=click.FloatRange(min=0, min_open=True), help="Stop after SECONDS.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one request may take in all (connect and header limits shrink to fit).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append one JSON line per request to FILE.",
+)
+@click.option(
+    "--worker",
+    is_flag=True,
+    help="Share the frontier with other crawler processes (leases of others are respected).",
+)
+@pass_settings
+def crawl(
+    settings: Settings,
+    seeds_file: Path | None,
+    seeds: tuple[str, ...],
+    max_pages: int | None,
+    max_pages_per_capsule: int,
+    max_depth: int,
+    max_query_urls: int,
+    concurrency: int,
+    delay: float,
+    exclude_file: Path | None,
+    recrawl: bool,
+    resolve: tuple[str, ...],
+    allow_hosts: tuple[str, ...],
+    max_time: float | None,
+    timeout: float | None,
+    quiet: bool,
+    log_file: Path | None,
+    worker: bool,
+) -> None:
+    """Crawl Geminispace into the store, politely, until nothing is due.
+
+    Starts from the seeds, the seed inbox (filled by the search capsule) and whatever an
+    earlier run left in the frontier. Ctrl-C stops cleanly (a second Ctrl-C at once); the
+    next run continues where this one stopped.
+    """
+    import trio
+
+    from crawler.engine import run_crawl
+
+    if seeds_file is None and not seeds:
+        seeds_file = _default_seeds_file(settings)
+    limits: tuple[tuple[str, float], ...] = ()
+    if timeout is not None:
+        limits = (
+            ("total_timeout", timeout),
+            ("connect_timeout", min(10.0, timeout)),
+            ("header_timeout", min(15.0, timeout)),
+        )
+    options = CrawlOptions(
+        seeds=seeds,
+        seeds_file=seeds_file,
+        max_pages=max_pages,
+        max_pages_per_capsule=max_pages_per_capsule,
+        max_depth=max_depth,
+        max_query_urls_per_path=max_query_urls,
+        concurrency=concurrency,
+        delay=delay,
+        exclude_file=exclude_file,
+        recrawl=recrawl,
+        resolve=resolve,
+        allow_hosts=AllowedHosts.parse(allow_hosts),
+        max_time=max_time,
+        quiet=quiet,
+        log_file=log_file,
+        worker=worker,
+        fetch_limits=limits,
+    )
+    if settings.is_sqlite:
+        settings.ensure_data_dir()
+    summary = trio.run(run_crawl, settings, options)
+    reason = str(summary.stats.get("stop_reason", ""))
+    if not quiet:
+        click.echo(summary.table)
+        if summary.stats.get("pages") == 0 and not summary.frontier_left and seeds_file is None:
+            click.echo("Nothing to crawl: give seeds with --seed URL or --seeds FILE.", err=True)
+    if reason.startswith("SIG"):
+        sys.exit(EXIT_INTERRUPTED)
+
+
+# --- show -------------------------------------------------------------------------------------
+
+# C0 controls except tab and newline, DEL, C1 controls: a page must not be able to move the
+# cursor, retitle the terminal or hide text when someone looks at it.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub("\ufffd", text)
+
+
+def _when(moment: datetime | None) -> str | None:
+    return moment.isoformat(sep=" ", timespec="seconds") + "Z" if moment else None
+
+
+@click.command()
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per URL, one per line.")
+@click.option("--no-body", is_flag=True, help="Leave the body out of the human output.")
+@pass_settings
+def show(settings: Settings, urls: tuple[str, ...], as_json: bool, no_body: bool) -> None:
+    """Print what the store knows of each URL: answer, metadata, links and body.
+
+    Exits with status 1 if any URL is unknown (the others are still shown).
+    """
+    from crawler.show import describe_page
+    from sextant.store.migrate import open_store
+    from sextant.urls import parse
+
+    engine = open_store(settings.db_url)
+    missing: list[str] = []
+    try:
+        for raw in urls:
+            try:
+                url = str(parse(raw))
+            except InvalidURL as exc:
+                raise ConfigError(f"{raw!r} is not a gemini URL: {exc}") from None
+            facts = describe_page(engine, url)
+            if facts is None:
+                missing.append(url)
+                click.echo(
+                    f"{url}: not in the store (crawl it with `sextant crawl --seed {url}`)",
+                    err=True,
+                )
+                continue
+            if as_json:
+                click.echo(json.dumps(facts, ensure_ascii=False, default=_when))
+            else:
+                click.echo(_human(facts, body=not no_body))
+    finally:
+        engine.dispose()
+    if missing:
+        raise click.exceptions.Exit(1)
+
+
+def _human(facts: dict[str, Any], *, body: bool) -> str:
+    lines = [_printable(facts["url"])]
+
+    def row(label: str, value: object) -> None:
+        if value is not None and value != "":
+            lines.append(f"  {label:<16}{_printable(str(value))}")
+
+    status = facts["status"]
+    row("state", facts["state"])
+    row("status", None if status is None else f"{status} {facts['meta'] or ''}".rstrip())
+    row("mime", facts["mime"])
+    charset = facts["charset"]
+    if charset and facts["charset_detected"]:
+        charset += " (detected)"
+    row("charset", charset)
+    row("lang", facts["lang"])
+    row("title", facts["title"])
+    size = facts["size"]
+    if facts["mime"] and size is None and status is not None and status // 10 == 2:
+        size_text: str | None = "unknown (body not downloaded)"
+    else:
+        size_text = None if size is None else f"{size} bytes"
+    if size_text and facts["truncated"]:
+        size_text += ", truncated at the size limit"
+    if size_text and facts["possibly_truncated"]:
+        size_text += ", possibly truncated (no TLS close_notify)"
+    row("size", size_text)
+    row("redirects to", facts["redirect_target"])
+    row("duplicate of", facts["duplicate_of"])
+    row("feed", facts["feed_kind"])
+    if facts["error_kind"] or facts["error_message"]:
+        row("error", f"{facts['error_kind'] or ''}: {facts['error_message'] or ''}".strip(": "))
+    row("first seen", _when(facts["discovered_at"]))
+    row("fetched", _when(facts["fetched_at"]))
+    row("changed", _when(facts["changed_at"]))
+    row("next crawl", _when(facts["next_crawl_at"]))
+    row("depth", facts["depth"])
+    row("inbound links", facts["inbound_links"])
+    links = facts["links"]
+    lines.append(f"  outbound links  {len(links)}")
+    for link in links:
+        label = f" {link['label']}" if link["label"] else ""
+        lines.append(_printable(f"    => {link['url']}{label}"))
+    if body and facts["body"] is not None:
+        lines.append("")
+        lines.append(_printable(facts["body"]))
+    return "\n".join(lines)

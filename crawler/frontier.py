@@ -1,0 +1,484 @@
+"""The frontier: URLs due to be fetched, kept in the database so no crash can lose them.
+
+Workers never hold more than a bounded window of it in memory. They *lease* rows: a lease
+names its owner and runs out (``leased_until``), so a crashed or killed process leaves
+nothing stuck; its rows are simply due again once the lease expires (or at once, when a
+lone crawler starts and clears every lease, see :meth:`Frontier.release_stale`). The single
+writer deletes a row in the same transaction that stores its page.
+
+Several processes can share one frontier (issue 8): a lease query skips capsules on which
+another live process holds a lease, so per-capsule politeness holds across processes too.
+:func:`_claim_statement` is the only dialect-specific SQL of the crawler: on PostgreSQL the
+candidate rows are taken ``FOR UPDATE SKIP LOCKED`` and claims are serialized by a
+transaction-scoped advisory lock (two claims could otherwise pick different rows of one
+capsule at the same instant); on SQLite the single ``UPDATE ... RETURNING`` statement is
+atomic under the database's one writer lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Update, func, insert, or_, select, text, update
+
+from sextant.store import Capsule, FrontierEntry, Page, utcnow
+from sextant.urls import GeminiURL, scope_of
+
+PAGES = Page.__table__
+CAPSULES = Capsule.__table__
+FRONTIER = FrontierEntry.__table__
+
+# Chunk size for ``IN (...)`` lists: well below SQLite's 32,766 bound variables and small
+# enough that PostgreSQL plans stay cheap.
+_CHUNK = 500
+# Capsules to skip in one claim, at most; past that the claim just returns a few rows the
+# window will hold for a while, which is harmless.
+_MAX_EXCLUDED = 5000
+# Key of the PostgreSQL advisory lock that serializes claims ("SXTF").
+_CLAIM_LOCK_KEY = 0x53585446
+
+PRIORITY_SEED = -10
+PRIORITY_RETRY = -5
+PRIORITY_REDIRECT = -1
+PRIORITY_LINK = 0
+PRIORITY_RECRAWL = 5
+
+MIN_RECRAWL = timedelta(days=1)
+MAX_RECRAWL = timedelta(days=30)
+
+
+@dataclass(frozen=True, slots=True)
+class CapsuleInfo:
+    """What the engine needs to know about a capsule before contacting it."""
+
+    id: int
+    host: str
+    port: int
+    address: str | None
+    consecutive_failures: int
+    parked_until: datetime | None
+    last_attempt_at: datetime | None
+    robots_txt: str | None
+    robots_status: int | None
+    robots_fetched_at: datetime | None
+    crawl_delay: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierItem:
+    """One leased frontier row, with the URL it stands for."""
+
+    id: int
+    page_id: int
+    capsule_id: int
+    url: str
+    depth: int
+    reason: str
+    attempts: int
+    redirects: int
+    due_at: datetime
+    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    items: tuple[FrontierItem, ...]
+    capsules: dict[int, CapsuleInfo]
+
+
+def recrawl_interval(previous: timedelta | None, changed: bool) -> timedelta:
+    """When to look at a page again: twice as soon after it changed, twice as late after it
+    did not, between 1 and 30 days. A page that never changes settles at a month; a daily
+    log is visited daily."""
+    if previous is None:
+        return MIN_RECRAWL
+    interval = previous / 2 if changed else previous * 2
+    return max(MIN_RECRAWL, min(MAX_RECRAWL, interval))
+
+
+def _claim_statement(
+    dialect: str,
+    owner: str,
+    now: datetime,
+    until: datetime,
+    limit: int,
+    per_capsule: int,
+    exclude: Collection[int],
+) -> Update:
+    """``UPDATE frontier SET lease...`` over the earliest due rows, at most ``per_capsule``
+    per capsule, skipping capsules in ``exclude`` and those another owner is working on.
+
+    The candidates are a bounded prefix of the due rows in ``(due_at, priority)`` order (the
+    ``ix_frontier_due`` index), so a claim costs the same with a thousand or a million rows;
+    the per-capsule cap is then applied to that prefix with ``ROW_NUMBER()``.
+    """
+    f = FRONTIER
+    busy_elsewhere = select(f.c.capsule_id).where(f.c.leased_until >= now, f.c.lease_owner != owner)
+    candidates = select(f.c.id, f.c.capsule_id, f.c.due_at, f.c.priority).where(
+        f.c.due_at <= now,
+        or_(f.c.leased_until.is_(None), f.c.leased_until < now),
+        f.c.capsule_id.not_in(busy_elsewhere),
+    )
+    if exclude:
+        candidates = candidates.where(f.c.capsule_id.not_in(sorted(exclude)[:_MAX_EXCLUDED]))
+    candidates = candidates.order_by(f.c.due_at, f.c.priority, f.c.id).limit(max(limit * 4, 1000))
+    if dialect == "postgresql":
+        candidates = candidates.with_for_update(skip_locked=True)
+    pool = candidates.subquery("candidates")
+    rank = (
+        func.row_number()
+        .over(partition_by=pool.c.capsule_id, order_by=(pool.c.due_at, pool.c.priority, pool.c.id))
+        .label("rank")
+    )
+    ranked = select(pool.c.id, pool.c.due_at, pool.c.priority, rank).subquery("ranked")
+    chosen = (
+        select(ranked.c.id)
+        .where(ranked.c.rank <= per_capsule)
+        .order_by(ranked.c.due_at, ranked.c.priority, ranked.c.id)
+        .limit(limit)
+    )
+    return (
+        update(f)
+        .where(f.c.id.in_(chosen))
+        .values(lease_owner=owner, leased_until=until)
+        .returning(f.c.id)
+    )
+
+
+class Frontier:
+    """Leases on the frontier table for one owner (one crawler process).
+
+    Methods are blocking database calls; the engine runs them in a thread.
+    """
+
+    def __init__(self, engine: Engine, owner: str, *, lease_seconds: float = 300.0) -> None:
+        self.engine = engine
+        self.owner = owner
+        self.lease_seconds = lease_seconds
+
+    def claim(
+        self,
+        limit: int,
+        *,
+        per_capsule: int = 8,
+        exclude: Collection[int] = (),
+        now: datetime | None = None,
+    ) -> Claim:
+        """Lease up to ``limit`` due rows and return them with their capsules."""
+        if limit <= 0:
+            return Claim((), {})
+        now = now or utcnow()
+        until = now + timedelta(seconds=self.lease_seconds)
+        dialect = self.engine.dialect.name
+        with self.engine.begin() as conn:
+            if dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
+            statement = _claim_statement(
+                dialect, self.owner, now, until, limit, per_capsule, exclude
+            )
+            ids = [row[0] for row in conn.execute(statement)]
+            if not ids:
+                return Claim((), {})
+            return _load_claim(conn, ids)
+
+    def renew(self, now: datetime | None = None) -> int:
+        """Push back the expiry of every lease this owner holds."""
+        until = (now or utcnow()) + timedelta(seconds=self.lease_seconds)
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(FRONTIER)
+                .where(FRONTIER.c.lease_owner == self.owner)
+                .values(leased_until=until)
+            )
+            return result.rowcount
+
+    def release(self, ids: Iterable[int]) -> int:
+        """Give rows back unchanged: they are due again for anyone."""
+        released = 0
+        with self.engine.begin() as conn:
+            for chunk in _chunks(list(ids)):
+                result = conn.execute(
+                    update(FRONTIER)
+                    .where(FRONTIER.c.id.in_(chunk), FRONTIER.c.lease_owner == self.owner)
+                    .values(lease_owner=None, leased_until=None)
+                )
+                released += result.rowcount
+        return released
+
+    def release_all(self) -> int:
+        """Give back every lease of this owner (the end of a run)."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(FRONTIER)
+                .where(FRONTIER.c.lease_owner == self.owner)
+                .values(lease_owner=None, leased_until=None)
+            )
+            return result.rowcount
+
+    def release_stale(self) -> int:
+        """Clear every lease, whoever holds it.
+
+        Only for a crawler that knows it is alone (not ``--worker``): leases left by a killed
+        run would otherwise keep their rows waiting until they expire.
+        """
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(FRONTIER)
+                .where(FRONTIER.c.lease_owner.is_not(None))
+                .values(lease_owner=None, leased_until=None)
+            )
+            return result.rowcount
+
+    def size(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(FRONTIER)).scalar_one())
+
+    def due_count(self, now: datetime | None = None) -> int:
+        now = now or utcnow()
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).select_from(FRONTIER).where(FRONTIER.c.due_at <= now)
+                ).scalar_one()
+            )
+
+
+def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
+    f, p, c = FRONTIER, PAGES, CAPSULES
+    items: list[FrontierItem] = []
+    capsules: dict[int, CapsuleInfo] = {}
+    for chunk in _chunks(ids):
+        rows = conn.execute(
+            select(
+                f.c.id,
+                f.c.page_id,
+                f.c.capsule_id,
+                p.c.url,
+                f.c.depth,
+                f.c.reason,
+                f.c.attempts,
+                f.c.redirects,
+                f.c.due_at,
+                f.c.priority,
+                c.c.host,
+                c.c.port,
+                c.c.address,
+                c.c.consecutive_failures,
+                c.c.parked_until,
+                c.c.last_attempt_at,
+                c.c.robots_txt,
+                c.c.robots_status,
+                c.c.robots_fetched_at,
+                c.c.crawl_delay,
+            )
+            .join(p, p.c.id == f.c.page_id)
+            .join(c, c.c.id == f.c.capsule_id)
+            .where(f.c.id.in_(chunk))
+        )
+        for row in rows:
+            items.append(
+                FrontierItem(
+                    id=row.id,
+                    page_id=row.page_id,
+                    capsule_id=row.capsule_id,
+                    url=row.url,
+                    depth=row.depth,
+                    reason=row.reason,
+                    attempts=row.attempts,
+                    redirects=row.redirects,
+                    due_at=row.due_at,
+                    priority=row.priority,
+                )
+            )
+            if row.capsule_id not in capsules:
+                capsules[row.capsule_id] = CapsuleInfo(
+                    id=row.capsule_id,
+                    host=row.host,
+                    port=row.port,
+                    address=row.address,
+                    consecutive_failures=row.consecutive_failures,
+                    parked_until=row.parked_until,
+                    last_attempt_at=row.last_attempt_at,
+                    robots_txt=row.robots_txt,
+                    robots_status=row.robots_status,
+                    robots_fetched_at=row.robots_fetched_at,
+                    crawl_delay=row.crawl_delay,
+                )
+    items.sort(key=lambda item: (item.due_at, item.priority, item.id))
+    return Claim(tuple(items), capsules)
+
+
+def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+# --- recording URLs: capsules, pages and frontier rows --------------------------------------
+
+
+@dataclass(slots=True)
+class PageRef:
+    """What the writer needs to know about a page a link or a seed points to."""
+
+    id: int
+    url: str
+    capsule_id: int
+    state: str
+    fetched_at: datetime | None
+    depth: int
+
+
+class CapsuleIds:
+    """Capsule ids by (host, port), created on first sight and remembered.
+
+    Capsules are few (thousands) against pages (millions), so this cache stays small.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, int], int] = {}
+
+    def forget(self) -> None:
+        """Drop the cache, e.g. after a rolled-back transaction created some of them."""
+        self._ids.clear()
+
+    def ensure(self, conn: Connection, urls: Iterable[GeminiURL], now: datetime) -> None:
+        wanted = {(url.host, url.port): url for url in urls}
+        missing = [key for key in wanted if key not in self._ids]
+        if not missing:
+            return
+        for chunk in _chunks(missing, 200):
+            hosts = {host for host, _ in chunk}
+            rows = conn.execute(
+                select(CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port).where(
+                    CAPSULES.c.host.in_(hosts)
+                )
+            )
+            for row in rows:
+                self._ids[(row.host, row.port)] = row.id
+        new = [key for key in missing if key not in self._ids]
+        if new:
+            rows = conn.execute(
+                insert(CAPSULES).returning(
+                    CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port, sort_by_parameter_order=True
+                ),
+                [
+                    {
+                        "host": host,
+                        "port": port,
+                        "display_host": wanted[(host, port)].display_host,
+                        "first_seen_at": now,
+                        "consecutive_failures": 0,
+                    }
+                    for host, port in new
+                ],
+            )
+            for row in rows:
+                self._ids[(row.host, row.port)] = row.id
+
+    def __getitem__(self, url: GeminiURL) -> int:
+        return self._ids[(url.host, url.port)]
+
+
+def find_pages(conn: Connection, urls: Collection[str]) -> dict[str, PageRef]:
+    found: dict[str, PageRef] = {}
+    for chunk in _chunks(list(urls)):
+        rows = conn.execute(
+            select(
+                PAGES.c.id,
+                PAGES.c.url,
+                PAGES.c.capsule_id,
+                PAGES.c.state,
+                PAGES.c.fetched_at,
+                PAGES.c.depth,
+            ).where(PAGES.c.url.in_(chunk))
+        )
+        for row in rows:
+            found[row.url] = PageRef(
+                row.id, row.url, row.capsule_id, row.state, row.fetched_at, row.depth
+            )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class NewPage:
+    url: GeminiURL
+    depth: int
+    state: str = "new"
+    error_message: str | None = None
+
+
+def insert_pages(
+    conn: Connection, pages: Sequence[NewPage], capsules: CapsuleIds, now: datetime
+) -> dict[str, PageRef]:
+    """Insert pages known not to exist yet; return their refs by URL."""
+    if not pages:
+        return {}
+    capsules.ensure(conn, (page.url for page in pages), now)
+    rows = [
+        {
+            "url": str(page.url),
+            "capsule_id": capsules[page.url],
+            "scope": scope_of(page.url),
+            "depth": page.depth,
+            "state": page.state,
+            "error_kind": "excluded" if page.state == "excluded" else None,
+            "error_message": page.error_message,
+            "discovered_at": now,
+            "updated_at": now,
+        }
+        for page in pages
+    ]
+    refs: dict[str, PageRef] = {}
+    result = conn.execute(
+        insert(PAGES).returning(PAGES.c.id, PAGES.c.url, sort_by_parameter_order=True), rows
+    )
+    for row, values in zip(result, rows, strict=True):
+        refs[row.url] = PageRef(
+            row.id, row.url, values["capsule_id"], values["state"], None, values["depth"]
+        )
+    return refs
+
+
+def in_frontier(conn: Connection, page_ids: Collection[int]) -> set[int]:
+    present: set[int] = set()
+    for chunk in _chunks(list(page_ids)):
+        present.update(
+            conn.execute(select(FRONTIER.c.page_id).where(FRONTIER.c.page_id.in_(chunk))).scalars()
+        )
+    return present
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueue:
+    page_id: int
+    capsule_id: int
+    depth: int
+    reason: str = "link"
+    priority: int = PRIORITY_LINK
+    redirects: int = 0
+
+
+def enqueue(conn: Connection, entries: Sequence[Enqueue], due_at: datetime) -> None:
+    """Insert frontier rows for pages that have none (the caller checked)."""
+    if not entries:
+        return
+    conn.execute(
+        insert(FRONTIER),
+        [
+            {
+                "page_id": entry.page_id,
+                "capsule_id": entry.capsule_id,
+                "due_at": due_at,
+                "priority": entry.priority,
+                "depth": entry.depth,
+                "reason": entry.reason,
+                "attempts": 0,
+                "redirects": entry.redirects,
+                "enqueued_at": due_at,
+            }
+            for entry in entries
+        ],
+    )
