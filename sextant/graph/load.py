@@ -161,7 +161,9 @@ def _int_column(session: Session, statement: Select[Any]) -> numpy.ndarray:
 
 
 def _chunks(session: Session, statement: Select[Any]) -> Iterator[Sequence[Any]]:
-    result = session.execute(statement.execution_options(yield_per=CHUNK))
+    # Core execution on the session's connection: the same transaction, without the ORM's
+    # per-row result processing, which more than doubles the time to read a million links.
+    result = session.connection().execute(statement.execution_options(yield_per=CHUNK))
     yield from result.partitions()
 
 
