@@ -77,7 +77,8 @@ def page_stream(session: Session, graph: LinkGraph, central: Centrality) -> Grap
             Page.id, Page.url, Page.title, Page.state, Page.status, Page.mime
         ).order_by(Page.id)
         position = 0
-        for row in session.execute(statement.execution_options(yield_per=EDGE_CHUNK)):
+        rows = session.connection().execute(statement.execution_options(yield_per=EDGE_CHUNK))
+        for row in rows:
             # Rows and graph.page_ids are both in id order; a page added since the graph
             # was read has no node number and no edges, so it is left out.
             while position < graph.pages and graph.page_ids[position] < row.id:

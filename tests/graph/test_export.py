@@ -48,8 +48,8 @@ def _read(fmt, text):
 
 
 @pytest.mark.parametrize("fmt", XML_FORMATS)
-def test_page_graph_reads_back_into_networkx(sqlite_graph_store, fmt):
-    text, written = _export(sqlite_graph_store, "page", fmt)
+def test_page_graph_reads_back_into_networkx(graph_store, fmt):
+    text, written = _export(graph_store, "page", fmt)
     graph = _relabel(_read(fmt, text))
     expected = expected_page_graph()
     assert isinstance(graph, nx.DiGraph)
