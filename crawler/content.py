@@ -181,8 +181,11 @@ def _declared(body: bytes, codec: str) -> tuple[str, str] | None:
     return None if text is None else (text, codec)
 
 
+_C1_BYTES = re.compile(rb"[\x80-\x9f]")
+
+
 def _has_c1_bytes(body: bytes) -> bool:
-    return any(0x80 <= byte <= 0x9F for byte in body)
+    return _C1_BYTES.search(body) is not None
 
 
 def _codec_name(name: str) -> str | None:

@@ -13,6 +13,7 @@ Spec references are to the Gemini protocol specification (geminiprotocol.net): Â
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import socket
 import ssl
@@ -47,6 +48,15 @@ class FetchLimits:
     min_rate: float = 512.0  # body bytes/s averaged after `rate_grace` seconds: drips are cut
     rate_grace: float = 5.0
     max_body_bytes: int = 5 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "header_timeout", "total_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        if self.min_rate < 0 or self.rate_grace < 0:
+            raise ValueError("min_rate and rate_grace must not be negative (0 turns the check off)")
+        if self.max_body_bytes < 0:
+            raise ValueError("max_body_bytes must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +269,11 @@ class _Exchange:
         while True:
             # If nothing more arrives, the average rate falls below min_rate at this moment;
             # waiting on that deadline cuts a drip (or a silent stall) without polling.
-            rate_deadline = start + max(limits.rate_grace, len(body) / limits.min_rate)
+            rate_deadline = (
+                start + max(limits.rate_grace, len(body) / limits.min_rate)
+                if limits.min_rate
+                else math.inf
+            )
             with trio.move_on_at(rate_deadline) as scope:
                 try:
                     data = await stream.receive_some(_RECEIVE_BYTES)

@@ -447,3 +447,24 @@ async def test_resolved_address_is_used_for_a_real_fetch(alpha):
     result = await fetch(url, address=await resolver.resolve(url.host, url.port), limits=FAST)
     assert result.ok
     assert result.address == running.ip
+
+
+async def test_min_rate_zero_turns_the_rate_check_off(alpha):
+    limits = FetchLimits(min_rate=0.0, rate_grace=0.0, total_timeout=0.6)
+    result = await get(alpha, "/drip", limits=limits)
+    assert isinstance(result.error, FetchTimeout)
+    assert "in total" in str(result.error)  # only the total limit stopped the 20 bytes/s drip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("connect_timeout", 0, "connect_timeout must be a positive"),
+        ("total_timeout", -1, "total_timeout must be a positive"),
+        ("min_rate", -5, "must not be negative"),
+        ("max_body_bytes", -1, "max_body_bytes must not be negative"),
+    ],
+)
+def test_limits_are_validated(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        FetchLimits(**{field: value})
