@@ -62,7 +62,7 @@ async def get(running, path, *, limits=FAST, host="alpha.test"):
 
 
 @pytest.fixture
-async def alpha(nursery):
+async def alpha():
     capsule = capsule_with(
         {
             "/": gemtext(PAGE),
