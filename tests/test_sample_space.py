@@ -55,6 +55,11 @@ async def test_every_capsule_listens_on_its_own_address(space: dict[str, Running
         ("gemini://pubnix.example/~bob/robots.txt", 20, "text/gemini"),
         ("gemini://search.example/robots.txt", 20, "text/plain; charset=utf-8"),
         ("gemini://search.example/lookup", 10, "Which word should Lookup look for?"),
+        (
+            "gemini://docs.example/feedback",
+            10,
+            "Which part of the protocol should Protocol Notes explain next?",
+        ),
         ("gemini://gemlog.example/atom.xml", 20, "application/atom+xml"),
         ("gemini://files.example/lighthouse.png", 20, "image/png"),
         ("gemini://files.example/no-such-file", 51, "no such page"),

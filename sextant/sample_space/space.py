@@ -104,6 +104,13 @@ def _texts(node: Traversable) -> list[str]:
     return [text for child in node.iterdir() for text in _texts(child)]
 
 
+async def feedback(request: Request) -> Response:
+    """An input endpoint a crawler may see: it records the prompt, searchable as type:input."""
+    if not request.url.query:
+        return Response.input("Which part of the protocol should Protocol Notes explain next?")
+    return Response.gemtext("# Thank you\n\nYour suggestion was noted.\n", lang="en")
+
+
 def png_image(width: int = 16, height: int = 16) -> bytes:
     """A real, tiny PNG (a blue-grey gradient), generated so no binary sits in the repo."""
     rows = b"".join(
@@ -154,6 +161,7 @@ CAPSULES: tuple[SampleCapsule, ...] = (
         "docs.example",
         lang="en",
         redirects={"/old-spec": ("/spec/", True), "/guides": ("guides/", False)},
+        dynamic={"/feedback": feedback},
     ),
     SampleCapsule("rezepte.example", lang="de"),
     # The old poem is Latin-1 bytes served with no charset: the crawler must detect it.
