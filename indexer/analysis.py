@@ -1,0 +1,264 @@
+"""Text analysis: the one definition of "a term", shared by indexing, querying and snippets.
+
+A word becomes a term in three steps, and every step is cached per distinct word:
+
+1. **Fold**: lower-case, Unicode compatibility decomposition (NFKD), combining marks dropped,
+   and the few letters that do not decompose mapped by hand (``ß``→``ss``, ``ø``→``o``...).
+   Searching is accent-insensitive because both sides of the comparison are folded.
+2. **Stem**, in the page's language, for the languages that have a Snowball stemmer here and
+   that Geminispace writes most in (:data:`STEMMED_LANGUAGES`). Folding comes first so that
+   ``hauser`` typed without the umlaut stems like ``Häuser`` (both become ``haus``).
+3. Nothing else: no stop words (``"the who"`` must stay searchable as a phrase, and BM25 already
+   gives frequent words almost no weight).
+
+A page is stemmed in its own language only, but a query's language is unknown (and a
+three-word query is too short to detect reliably), so :func:`query_variants` expands each
+query word into its distinct terms across all stemmed languages plus the unstemmed form.
+Usually that is one to three terms; a German query word finds the German stem, an English
+one the English stem, and a word nobody stems still matches literally.
+
+Words are runs of letters and digits; punctuation, ``_``, ``.`` and ``-`` separate them. So
+``example.org`` is two terms, ``example`` and ``org``: a query for ``example`` finds pages
+that mention the host, and the query side turns a multi-term word such as ``example.org``
+back into a phrase, so the pair still matches precisely (the choice web engines made too).
+
+Chinese, Japanese and Korean have no spaces between words and no stemmer here, so a run of
+CJK characters is indexed as overlapping pairs (bigrams) plus single characters at the same
+positions. A query for any substring of two or more characters becomes a phrase of its
+bigrams, one character a single term: CJK text is findable by exact substring.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from whoosh.lang import stemmer_for_language
+
+#: Languages stemmed at index time, by ISO 639-1 code. Each one adds a variant to every query
+#: word, so the list holds the languages a Gemini search must serve well, not all Snowball has.
+STEMMED_LANGUAGES = ("en", "de", "fr", "es")
+
+#: Longer "words" are base64, hashes or URLs run together: noise that would bloat the
+#: vocabulary without anyone ever searching for them.
+MAX_WORD_CHARS = 40
+
+# CJK Unified Ideographs (+ extension A, compatibility), Hiragana, Katakana, Hangul syllables
+# and Jamo, CJK punctuation is excluded on purpose (it separates words).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff"
+_CJK_FIRST = "\u1100"  # a cheap first check: every CJK character sorts at or above this one
+_WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_CJK_RE = re.compile(rf"[{_CJK}]+")
+
+# Letters NFKD leaves alone but readers consider the same as an ASCII spelling.
+_FOLD_EXTRA = str.maketrans(
+    {
+        "ß": "ss",
+        "æ": "ae",
+        "œ": "oe",
+        "ø": "o",
+        "đ": "d",
+        "ð": "d",
+        "ł": "l",
+        "þ": "th",
+        "ı": "i",
+    }
+)
+
+#: Cache sizes: a cache is cleared when it grows past this many words, which bounds memory on
+#: hostile input (endless distinct junk words) while real vocabularies fit comfortably.
+CACHE_LIMIT = 500_000
+
+
+def fold(word: str) -> str:
+    """Lower-case ``word`` and strip its accents (``Émile`` → ``emile``)."""
+    lowered = word.lower()
+    if lowered.isascii():
+        return lowered
+    decomposed = unicodedata.normalize("NFKD", lowered.translate(_FOLD_EXTRA))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def primary_language(lang: str | None) -> str | None:
+    """``en-GB`` → ``en``; the primary subtag of a BCP 47 tag, or None when there is none.
+
+    A ``2x`` meta may list several (``lang=en,fr``, Gemini spec section 3.3); the first counts.
+    """
+    if not lang:
+        return None
+    first = lang.split(",", 1)[0].strip().replace("_", "-")
+    primary = first.split("-", 1)[0].lower()
+    if 2 <= len(primary) <= 3 and primary.isascii() and primary.isalpha():
+        return primary
+    return None
+
+
+def _stemmer(lang: str | None) -> Callable[[str], str] | None:
+    if lang in STEMMED_LANGUAGES:
+        stem: Callable[[str], str] = stemmer_for_language(lang)
+        return stem
+    return None
+
+
+class TermMaker:
+    """Words to terms for one language, with the per-word cache that makes indexing fast."""
+
+    __slots__ = ("_cache", "_stem", "lang")
+
+    def __init__(self, lang: str | None) -> None:
+        self.lang = lang if lang in STEMMED_LANGUAGES else None
+        self._stem = _stemmer(self.lang)
+        self._cache: dict[str, str] = {}
+
+    def term(self, word: str) -> str:
+        """The term for a non-CJK word; ``""`` when the word is too long to be worth indexing."""
+        cached = self._cache.get(word)
+        if cached is not None:
+            return cached
+        if len(word) > MAX_WORD_CHARS:
+            result = ""
+        else:
+            result = fold(word)
+            if self._stem is not None and not result.isdigit():
+                result = self._stem(result)
+        if len(self._cache) >= CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[word] = result
+        return result
+
+    def positions(self, text: str) -> tuple[dict[str, list[int]], int]:
+        """Every term of ``text`` with its word positions, and the number of positions used.
+
+        This is the indexing hot path: one regex pass, one dict lookup per word. CJK runs
+        contribute a single character and a bigram at each position (see the module doc).
+        """
+        found: dict[str, list[int]] = {}
+        term_of = self.term
+        position = 0
+        for word in _WORD_RE.findall(text):
+            if word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word):
+                for offset, char in enumerate(word):
+                    found.setdefault(char, []).append(position + offset)
+                    pair = word[offset : offset + 2]
+                    if len(pair) == 2:
+                        found.setdefault(pair, []).append(position + offset)
+                position += len(word)
+                continue
+            term = term_of(word)
+            if term:
+                poslist = found.get(term)
+                if poslist is None:
+                    found[term] = [position]
+                else:
+                    poslist.append(position)
+            position += 1
+        return found, position
+
+
+_MAKERS: dict[str | None, TermMaker] = {}
+
+
+def term_maker(lang: str | None) -> TermMaker:
+    """The shared :class:`TermMaker` for a language (one cache per language per process)."""
+    key = primary_language(lang)
+    key = key if key in STEMMED_LANGUAGES else None
+    maker = _MAKERS.get(key)
+    if maker is None:
+        maker = _MAKERS[key] = TermMaker(key)
+    return maker
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """One word of a text, where it is (for snippets) and whether it is a CJK run."""
+
+    text: str
+    start: int
+    end: int
+    cjk: bool
+
+
+def words(text: str) -> Iterator[Word]:
+    """The words of ``text`` with their character offsets, as indexing splits them."""
+    for match in _WORD_RE.finditer(text):
+        word = match.group()
+        cjk = word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word) is not None
+        yield Word(word, match.start(), match.end(), cjk)
+
+
+def cjk_sequence(run: str, *, followed: bool = False) -> tuple[str, ...]:
+    """The terms that must appear at consecutive positions for a CJK run to match.
+
+    Bigrams cover the run; a single character is its own term. When more words follow in the
+    same phrase, the last character is appended so that the next word's position lines up
+    (the run occupies one position per character).
+    """
+    if len(run) == 1:
+        return (run,)
+    sequence = tuple(run[i : i + 2] for i in range(len(run) - 1))
+    return (*sequence, run[-1]) if followed else sequence
+
+
+def query_variants(text: str, langs: tuple[str | None, ...] | None = None) -> set[tuple[str, ...]]:
+    """The distinct term sequences a query word or phrase may match, one per language.
+
+    A result of one sequence of one term is a plain term query; longer sequences are phrases.
+    ``langs`` narrows the expansion (a ``lang:de`` filter needs only the German stems).
+    Returns an empty set when ``text`` holds no word at all (punctuation only).
+    """
+    tokens = list(words(text))
+    if not tokens:
+        return set()
+    variants: set[tuple[str, ...]] = set()
+    for lang in langs if langs is not None else (None, *STEMMED_LANGUAGES):
+        maker = term_maker(lang)
+        sequence: list[str] = []
+        for index, token in enumerate(tokens):
+            if token.cjk:
+                sequence.extend(cjk_sequence(token.text, followed=index + 1 < len(tokens)))
+            else:
+                term = maker.term(token.text)
+                if term:
+                    sequence.append(term)
+        if sequence:
+            variants.add(tuple(sequence))
+    return variants
+
+
+def spelling_words(text: str) -> set[str]:
+    """Folded, unstemmed words worth offering as "did you mean" corrections."""
+    found: set[str] = set()
+    for word in _WORD_RE.findall(text):
+        if 3 <= len(word) <= 20 and word[0] < _CJK_FIRST and not word.isdigit():
+            found.add(fold(word))
+    return found
+
+
+#: Detection reads this much text: enough for a confident answer, bounded cost per page.
+DETECT_SAMPLE_CHARS = 2000
+#: Below this confidence (a probability) the page keeps no language rather than a guess.
+DETECT_MIN_CONFIDENCE = 0.5
+_identifier: Any = None
+
+
+def detect_language(text: str) -> str | None:
+    """The language of ``text`` by py3langid's bundled model, or None when unsure.
+
+    The model ships inside the package (nothing is downloaded); it loads once per process,
+    in under a second, on first use.
+    """
+    global _identifier
+    sample = text[:DETECT_SAMPLE_CHARS]
+    if len(sample) < 20:
+        return None
+    if _identifier is None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        _identifier = LanguageIdentifier.from_model_file(
+            MODEL_FILE, norm_probs=True, min_confidence=DETECT_MIN_CONFIDENCE
+        )
+    lang, _confidence = _identifier.classify(sample)
+    return None if lang == "und" else primary_language(lang)

@@ -1,0 +1,446 @@
+"""The read API: one call from a query string to a page of ranked, snippeted results.
+
+The search capsule and ``sextant search`` both use :class:`Searcher`. It stays warm: the Whoosh
+reader, the page-id and link-score arrays and the spelling vocabulary are opened once and
+reused, and each query first makes a cheap check (a ``readlink``, a directory listing and a
+``stat``) for a swapped-in rebuild, a new incremental commit or new link scores, reopening
+only what changed.
+
+Ranking (see :mod:`indexer.rank` for the blend): text queries take the top hits by BM25F from
+Whoosh (with its block-max skipping), multiply each score by the link prior, fold hits that
+share content (same content hash: mirrors, copies) into the best-placed one, and sort.
+Filter-only queries have no text score, so all matching pages are ordered by link score.
+
+Threads: Whoosh's reader objects are not safe for concurrent use, so each snapshot's searcher
+is used under a lock; the work outside it (parsing, snippets from the store) runs in parallel.
+Whoosh search is pure Python, so a pool of searchers would not run faster under the GIL anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy
+from sqlalchemy import select
+from whoosh import index as whoosh_index
+from whoosh import scoring
+from whoosh.searching import Searcher as WhooshSearcher
+
+from indexer import location
+from indexer.analysis import fold, words
+from indexer.location import IndexMissing
+from indexer.querylang import ParsedQuery, Span, compile_query, parse
+from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
+from indexer.snippets import MARK_END, MARK_START, make_snippet
+from indexer.spelling import Vocabulary
+from sextant import gemtext
+from sextant.errors import QueryError
+from sextant.store import make_engine
+from sextant.store.models import Page
+from sextant.urls import DEFAULT_PORT
+from sextant.urls import parse as parse_url
+
+if TYPE_CHECKING:
+    from sextant.config import Settings
+
+__all__ = [
+    "MARK_END",
+    "MARK_START",
+    "Hit",
+    "IndexMissing",
+    "SearchResults",
+    "Searcher",
+    "open_searcher",
+]
+
+#: Results beyond this rank are not offered (nobody reads page 101 of a search engine).
+MAX_RESULTS = 1000
+MAX_PAGE_SIZE = 100
+#: With fewer results than this, the searcher looks for a spelling correction.
+SUGGEST_BELOW = 3
+
+#: BM25F parameters. Anchor fields of much-linked pages are long lists of labels; full length
+#: normalization would punish exactly the pages everyone points at, hence the lower B.
+WEIGHTING = scoring.BM25F(B=0.75, K1=1.2, anchors_B=0.3, title_B=0.5)
+
+#: Ranking modes for ``Searcher.search``: the product's, and two baselines for evaluation.
+RANKINGS = ("blended", "bm25f", "bm25")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    url: str
+    title: str | None
+    snippet: str  # matched words between MARK_START and MARK_END
+    host: str  # for people: unicode host, with the port when it is not 1965
+    mime: str | None
+    lang: str | None
+    charset: str | None
+    size: int | None
+    score: float
+    fetched_at: datetime | None
+    inbound: int
+    rank: float  # link-analysis score, 1.0 = an average page
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResults:
+    query: str
+    total: int
+    page: int
+    page_size: int
+    hits: tuple[Hit, ...]
+    suggestion: str | None
+    seconds: float
+
+    @property
+    def pages(self) -> int:
+        return math.ceil(min(self.total, MAX_RESULTS) / self.page_size) if self.page_size else 0
+
+
+class _Snapshot:
+    """One consistent view of one index commit: reader, searcher, per-document arrays."""
+
+    def __init__(self, generation: Path) -> None:
+        self.generation = generation
+        self.index = whoosh_index.open_dir(str(generation))
+        self.toc_generation = self.index.latest_generation()
+        self.searcher = WhooshSearcher(self.index.reader(), weighting=WEIGHTING)
+        self.lock = threading.Lock()
+        self.users = 0
+        self.retired = False
+        self.page_ids, self.groups = _document_arrays(self.searcher)
+        self.rank_stamp: tuple[int, int, int] | None = None
+        self.link_scores = LinkScores.empty()
+        self.ranks = numpy.ones(len(self.page_ids))
+        self.refresh_ranks()
+        self._vocabulary: Vocabulary | None = None
+
+    def is_current(self, generation: Path) -> bool:
+        if generation != self.generation:
+            return False
+        try:
+            return self.index.latest_generation() == self.toc_generation
+        except OSError:
+            return False
+
+    def refresh_ranks(self) -> None:
+        stamp = _stamp(self.generation / RANK_FILE)
+        if stamp == self.rank_stamp:
+            return
+        scores = LinkScores.load(self.generation)
+        self.rank_stamp = stamp
+        self.link_scores = scores
+        self.ranks = _ranks_for(scores, self.page_ids)
+
+    def vocabulary(self) -> Vocabulary:
+        if self._vocabulary is None:
+            self._vocabulary = Vocabulary.load(self.generation)
+        return self._vocabulary
+
+    def close(self) -> None:
+        self.searcher.close()
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+def _document_arrays(searcher: WhooshSearcher) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """Document number → page id, and → fold group, read once per snapshot from columns."""
+    reader = searcher.reader()
+    count = reader.doc_count_all()
+    page_ids = numpy.zeros(count, dtype=numpy.int64)
+    groups = numpy.zeros(count, dtype=numpy.int64)
+    if count and reader.has_column("key"):
+        page_ids = numpy.fromiter(reader.column_reader("key"), dtype=numpy.int64, count=count)
+        groups = numpy.fromiter(reader.column_reader("fold"), dtype=numpy.int64, count=count)
+    return page_ids, groups
+
+
+def _ranks_for(scores: LinkScores, page_ids: numpy.ndarray) -> numpy.ndarray:
+    ranks = numpy.ones(len(page_ids))
+    if len(scores.page_ids) == 0 or len(page_ids) == 0:
+        return ranks
+    at = numpy.minimum(numpy.searchsorted(scores.page_ids, page_ids), len(scores.page_ids) - 1)
+    found = scores.page_ids[at] == page_ids
+    ranks[found] = scores.scores[at[found]]
+    return ranks
+
+
+class Searcher:
+    """A warm searcher, reopened when the index changes (cheap check per query).
+
+    Safe to call from worker threads (``trio.to_thread.run_sync``).
+    """
+
+    def __init__(self, index_dir: Path, db_url: str) -> None:
+        self._index_dir = index_dir
+        self._engine = make_engine(db_url)
+        self._lock = threading.Lock()
+        self._snapshot: _Snapshot | None = None
+        self._closed = False
+
+    def search(
+        self, query: str, *, page: int = 1, page_size: int = 10, ranking: str = "blended"
+    ) -> SearchResults:
+        """One page of results; raises :class:`QueryError` with a message for people.
+
+        ``ranking`` is ``blended`` (the product) or a baseline for evaluation: ``bm25f``
+        (no link prior) or ``bm25`` (body text only, no prior).
+        """
+        started = time.perf_counter()
+        if page < 1:
+            raise QueryError("page numbers start at 1")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise QueryError(f"page size must be between 1 and {MAX_PAGE_SIZE}")
+        if ranking not in RANKINGS:
+            raise ValueError(f"ranking must be one of {RANKINGS}, not {ranking!r}")
+        parsed = parse(query)
+        compiled = compile_query(parsed, text_fields={"body": 1.0} if ranking == "bm25" else None)
+        with self._use_snapshot() as snapshot:
+            with snapshot.lock:
+                if parsed.has_text:
+                    ranked, total = _rank_text(
+                        snapshot, compiled.query, page * page_size, blend=ranking == "blended"
+                    )
+                else:
+                    ranked, total = _rank_filters(snapshot, compiled.query)
+                chosen = ranked[(page - 1) * page_size : page * page_size]
+                stored = [snapshot.searcher.stored_fields(docnum) for docnum, _ in chosen]
+                ranks = [float(snapshot.ranks[docnum]) for docnum, _ in chosen]
+            suggestion = self._suggest(snapshot, parsed, total) if total < SUGGEST_BELOW else None
+        texts = self._texts([int(fields["pid"]) for fields in stored])
+        hits = tuple(
+            _hit(fields, score, rank, texts.get(int(fields["pid"]), ""), compiled.terms)
+            for fields, (_, score), rank in zip(stored, chosen, ranks, strict=True)
+        )
+        return SearchResults(
+            query=query,
+            total=total,
+            page=page,
+            page_size=page_size,
+            hits=hits,
+            suggestion=suggestion,
+            seconds=time.perf_counter() - started,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            snapshot, self._snapshot = self._snapshot, None
+            if snapshot is not None:
+                snapshot.retired = True
+                if snapshot.users == 0:
+                    snapshot.close()
+        self._engine.dispose()
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- snapshots -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _use_snapshot(self) -> Iterator[_Snapshot]:
+        snapshot = self._current()
+        try:
+            yield snapshot
+        finally:
+            with self._lock:
+                snapshot.users -= 1
+                if snapshot.retired and snapshot.users == 0:
+                    snapshot.close()
+
+    def _current(self) -> _Snapshot:
+        with self._lock:
+            if self._closed:
+                raise QueryError("this searcher is closed")
+            generation = location.live_generation(self._index_dir)
+            if generation is None:
+                raise IndexMissing(
+                    f"no index yet at {self._index_dir}: run `sextant index` "
+                    "(after `sextant crawl`) to build one"
+                )
+            snapshot = self._snapshot
+            if snapshot is None or not snapshot.is_current(generation):
+                fresh = _Snapshot(generation)
+                if snapshot is not None:
+                    snapshot.retired = True
+                    if snapshot.users == 0:
+                        snapshot.close()
+                snapshot = self._snapshot = fresh
+            else:
+                with snapshot.lock:
+                    snapshot.refresh_ranks()
+            snapshot.users += 1
+            return snapshot
+
+    # --- suggestions and snippets --------------------------------------------------------
+
+    def _suggest(self, snapshot: _Snapshot, parsed: ParsedQuery, total: int) -> str | None:
+        """A corrected query that finds more, built from the index's own vocabulary."""
+        if not parsed.words:
+            return None
+        with snapshot.lock:
+            vocabulary = snapshot.vocabulary()
+        replacements: list[tuple[Span, str]] = []
+        for span in parsed.words:
+            corrected = _correct_word(span.text, vocabulary)
+            if corrected != span.text:
+                replacements.append((span, corrected))
+        if not replacements:
+            return None
+        text = parsed.text
+        for span, corrected in sorted(replacements, key=lambda pair: -pair[0].start):
+            text = text[: span.start] + corrected + text[span.end :]
+        try:
+            corrected_query = compile_query(parse(text)).query
+        except QueryError:
+            return None
+        with snapshot.lock:
+            found = snapshot.searcher.search(corrected_query, limit=1)
+            better = found.scored_length() > 0 and len(found) > total
+        return text if better else None
+
+    def _texts(self, page_ids: Sequence[int]) -> dict[int, str]:
+        """The searchable text of each page, from the store (the index keeps none)."""
+        if not page_ids:
+            return {}
+        query = select(Page.id, Page.state, Page.mime, Page.body, Page.meta).where(
+            Page.id.in_(page_ids)
+        )
+        texts: dict[int, str] = {}
+        with self._engine.connect() as connection:
+            for row in connection.execute(query):
+                texts[row.id] = _searchable_text(row.state, row.mime, row.body, row.meta)
+        return texts
+
+
+def _searchable_text(state: str, mime: str | None, body: str | None, meta: str | None) -> str:
+    if state == "input":
+        return meta or ""
+    mime = (mime or "").split(";", 1)[0].strip().lower()
+    if not body or not mime.startswith("text/"):
+        return ""
+    if mime == "text/gemini":
+        return gemtext.parse(body).text
+    return body
+
+
+def _rank_text(
+    snapshot: _Snapshot, query: Any, wanted: int, *, blend: bool
+) -> tuple[list[tuple[int, float]], int]:
+    """Top hits by BM25F re-scored with the link prior and folded; and the match count."""
+    window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
+    results = snapshot.searcher.search(query, limit=window)
+    total = len(results)
+    scored = [
+        (docnum, score * prior(snapshot.ranks[docnum]) if blend else score)
+        for docnum, score in results.items()
+    ]
+    scored.sort(key=lambda pair: (-pair[1], pair[0]))
+    kept = _fold(scored, snapshot.groups)
+    return kept, total - (len(scored) - len(kept))
+
+
+def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int]:
+    """Every page a filter-only query matches, best link score first, folded."""
+    docnums = numpy.fromiter(snapshot.searcher.docs_for_query(query), dtype=numpy.int64)
+    if len(docnums) == 0:
+        return [], 0
+    ranks = snapshot.ranks[docnums]
+    order = numpy.lexsort((docnums, -ranks))
+    docnums, ranks = docnums[order], ranks[order]
+    _, first = numpy.unique(snapshot.groups[docnums], return_index=True)
+    keep = numpy.sort(first)
+    total = len(keep)
+    keep = keep[:MAX_RESULTS]
+    return [(int(d), float(r)) for d, r in zip(docnums[keep], ranks[keep], strict=True)], total
+
+
+def _fold(scored: list[tuple[int, float]], groups: numpy.ndarray) -> list[tuple[int, float]]:
+    """Keep the best-placed hit of each group of identical content."""
+    seen: set[int] = set()
+    kept: list[tuple[int, float]] = []
+    for docnum, score in scored:
+        group = int(groups[docnum])
+        if group in seen:
+            continue
+        seen.add(group)
+        kept.append((docnum, score))
+    return kept
+
+
+def _hit(fields: dict[str, Any], score: float, rank: float, text: str, terms: set[str]) -> Hit:
+    url = fields["url"]
+    title = fields.get("title")
+    # A gemtext body usually opens with its title heading; the snippet should say more.
+    if title and text.startswith(title) and text[len(title) : len(title) + 1] in ("\n", ""):
+        text = text[len(title) :].lstrip()
+    return Hit(
+        url=url,
+        title=title,
+        snippet=make_snippet(text, terms, fields.get("lang")),
+        host=_display_host(url, fields.get("host", "")),
+        mime=fields.get("mime"),
+        lang=fields.get("lang"),
+        charset=fields.get("charset"),
+        size=fields.get("size"),
+        score=float(score),
+        fetched_at=fields.get("fetched"),
+        inbound=int(fields.get("inbound") or 0),
+        rank=rank,
+    )
+
+
+def _display_host(url: str, fallback: str) -> str:
+    try:
+        parsed = parse_url(url)
+    except Exception:  # an index built from an older URL parser: show what is stored
+        return fallback
+    host = parsed.display_host
+    return host if parsed.port == DEFAULT_PORT else f"{host}:{parsed.port}"
+
+
+def _correct_word(text: str, vocabulary: Vocabulary) -> str:
+    """``text`` with each unknown word replaced by its likeliest correction, if any."""
+    pieces: list[str] = []
+    cursor = 0
+    changed = False
+    for word in words(text):
+        if word.cjk or word.text.isdigit() or len(word.text) < 3:
+            continue
+        folded = fold(word.text)
+        if folded in vocabulary:
+            continue
+        suggestion = vocabulary.suggest(folded)
+        if suggestion is None:
+            continue
+        pieces.append(text[cursor : word.start])
+        pieces.append(suggestion)
+        cursor = word.end
+        changed = True
+    if not changed:
+        return text
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+def open_searcher(settings: Settings) -> Searcher:
+    """The searcher for the configured data directory and store."""
+    return Searcher(settings.index_dir, settings.db_url)

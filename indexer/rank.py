@@ -1,0 +1,279 @@
+"""Link analysis: the PageRank prior and how it is blended with BM25F.
+
+The graph
+---------
+Nodes are the indexed pages (states ``ok`` and ``input``). A link to a page that redirects is
+credited to the redirect's target. Duplicate links between two pages count once, self-links
+not at all. Then three rules resist link farming:
+
+* **Once per linking capsule.** A page's inbound links are grouped by the capsule (scope: the
+  host, or ``host/~user`` on a pubnix) of the linking page; each group counts as one link,
+  shared among the group's pages. A capsule that links to a page from all of its thousand
+  pages gives what one page gives.
+* **Links inside one capsule count little**: the page's own capsule is a group weighing
+  :data:`INTRA_CAPSULE_WEIGHT` (navigation menus say nothing about importance elsewhere).
+* **Directories and search engines count little**: a page linking to at least
+  :data:`HUB_MIN_CAPSULES` other capsules (a directory, an aggregator, a search result page)
+  passes on only :data:`HUB_WEIGHT` of a normal link.
+
+Concretely, a page ``p`` with ``d`` distinct out-links gives target ``t`` the transition weight
+``w_group / (d · k)``, where ``k`` is the number of pages of ``p``'s capsule that link to ``t``.
+Whatever a page does not pass on this way flows to a virtual dangling node, which PageRank
+spreads uniformly: it becomes teleportation, so discounting a link takes rank away from its
+target instead of giving it to the page's other links. The PageRank itself is the shared
+implementation in :mod:`sextant.pagerank` (damping 0.85).
+
+The blend
+---------
+Scores are normalized so that the average page has rank 1.0 (orphan pages land near 0.2-0.5,
+pages linked from many capsules far above 1). At query time the top
+:data:`RERANK_WINDOW` hits by BM25F are re-scored as::
+
+    score = bm25f × clip(rank, RANK_FLOOR, RANK_CEILING) ** RANK_EXPONENT
+
+a log-linear combination (``log score = log bm25f + 0.25 · log rank``): text relevance decides
+and links break near-ties. A page with 16× the average rank gains a factor of 2, an orphan
+loses at most a factor of 1.8. Filter-only queries (``site:example.org``) have no text score
+and are ordered by rank alone.
+
+The scores live in a small file beside the Whoosh index (``linkrank.npz``: page ids and
+scores), rewritten atomically by every ``sextant index`` run, and read by searchers when it
+changes. Recomputing PageRank therefore never touches the documents.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy
+from sqlalchemy import Connection, distinct, func, select
+from sqlalchemy.orm import aliased
+
+from sextant.pagerank import pagerank
+from sextant.store.models import Link, Page
+
+INDEXED_STATES = ("ok", "input")
+
+INTRA_CAPSULE_WEIGHT = 0.3
+HUB_MIN_CAPSULES = 20
+HUB_WEIGHT = 0.1
+DAMPING = 0.85
+
+RERANK_WINDOW = 200
+RANK_EXPONENT = 0.25
+RANK_FLOOR = 0.05
+RANK_CEILING = 1000.0
+
+RANK_FILE = "linkrank.npz"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkGraph:
+    """The weighted graph fed to PageRank; node ``i`` is page ``page_ids[i]``."""
+
+    page_ids: numpy.ndarray  # int64, sorted
+    sources: numpy.ndarray  # node numbers
+    targets: numpy.ndarray
+    weights: numpy.ndarray
+
+
+def load_graph(
+    connection: Connection,
+    *,
+    intra_weight: float = INTRA_CAPSULE_WEIGHT,
+    hub_min_capsules: int = HUB_MIN_CAPSULES,
+    hub_weight: float = HUB_WEIGHT,
+) -> LinkGraph:
+    """Read pages and links from the store and weigh the links by the rules above."""
+    pages = connection.execute(
+        select(Page.id, Page.scope, Page.state, Page.url, Page.redirect_target).where(
+            Page.state.in_((*INDEXED_STATES, "redirect"))
+        )
+    ).all()
+    scope_numbers: dict[str, int] = {}
+    indexed = sorted(
+        (row.id, scope_numbers.setdefault(row.scope, len(scope_numbers)))
+        for row in pages
+        if row.state in INDEXED_STATES
+    )
+    page_ids = numpy.asarray([page_id for page_id, _ in indexed], dtype=numpy.int64)
+    scopes = numpy.asarray([scope for _, scope in indexed], dtype=numpy.int64)
+    # A link to a redirect counts for the page the redirect leads to (one hop).
+    url_to_id = {row.url: row.id for row in pages if row.state in INDEXED_STATES}
+    redirect_to = {
+        row.id: url_to_id[row.redirect_target]
+        for row in pages
+        if row.state == "redirect" and row.redirect_target in url_to_id
+    }
+    links = connection.execute(
+        select(Link.source_id, Link.target_id).where(Link.target_id.is_not(None))
+    ).all()
+    if redirect_to:
+        links = [(source, redirect_to.get(target, target)) for source, target in links]
+    pairs = numpy.asarray(links, dtype=numpy.int64).reshape(-1, 2)
+    src = _node_numbers(page_ids, pairs[:, 0])
+    dst = _node_numbers(page_ids, pairs[:, 1])
+    keep = (src >= 0) & (dst >= 0) & (src != dst)
+    edges = numpy.unique(numpy.stack([src[keep], dst[keep]], axis=1), axis=0)
+    hubs = numpy.zeros(len(page_ids), dtype=bool)
+    hub_nodes = _node_numbers(page_ids, hub_pages(connection, hub_min_capsules))
+    hubs[hub_nodes[hub_nodes >= 0]] = True
+    # A page's vote is split over all of its links, also those to pages that are not indexed
+    # (not crawled yet, gone, other schemes): their share is lost, like a real surfer's click.
+    degree_rows = connection.execute(
+        select(Link.source_id, func.count(distinct(Link.target_url))).group_by(Link.source_id)
+    ).all()
+    degrees = numpy.asarray(degree_rows, dtype=numpy.int64).reshape(-1, 2)
+    degree_nodes = _node_numbers(page_ids, degrees[:, 0])
+    out_links = numpy.zeros(len(page_ids))
+    found = degree_nodes >= 0
+    out_links[degree_nodes[found]] = degrees[found, 1]
+    return weigh_edges(
+        page_ids,
+        scopes,
+        edges,
+        hubs=hubs,
+        out_links=out_links,
+        intra_weight=intra_weight,
+        hub_weight=hub_weight,
+    )
+
+
+def hub_pages(connection: Connection, min_capsules: int = HUB_MIN_CAPSULES) -> numpy.ndarray:
+    """Pages linking to at least ``min_capsules`` other capsules, counted over every known
+    target (fetched or not): a directory is a directory before its entries are crawled."""
+    source = aliased(Page)
+    target = aliased(Page)
+    reached = func.count(distinct(target.scope))
+    query = (
+        select(Link.source_id)
+        .join(source, source.id == Link.source_id)
+        .join(target, target.id == Link.target_id)
+        .where(target.scope != source.scope)
+        .group_by(Link.source_id)
+        .having(reached >= min_capsules)
+    )
+    return numpy.asarray(connection.scalars(query).all(), dtype=numpy.int64)
+
+
+def _node_numbers(page_ids: numpy.ndarray, ids: numpy.ndarray) -> numpy.ndarray:
+    """Node number of each page id, -1 for ids that are not nodes."""
+    if len(page_ids) == 0:
+        return numpy.full(len(ids), -1, dtype=numpy.int64)
+    at = numpy.searchsorted(page_ids, ids)
+    at_clipped = numpy.minimum(at, len(page_ids) - 1)
+    return numpy.where(page_ids[at_clipped] == ids, at_clipped, -1)
+
+
+def weigh_edges(
+    page_ids: numpy.ndarray,
+    scopes: numpy.ndarray,
+    edges: numpy.ndarray,
+    *,
+    hubs: numpy.ndarray | None = None,
+    out_links: numpy.ndarray | None = None,
+    intra_weight: float = INTRA_CAPSULE_WEIGHT,
+    hub_min_capsules: int = HUB_MIN_CAPSULES,
+    hub_weight: float = HUB_WEIGHT,
+) -> LinkGraph:
+    """Apply the once-per-capsule, intra-capsule and hub rules to distinct node edges.
+
+    ``edges`` is an (m, 2) array of distinct (source, target) node pairs without self-links;
+    ``scopes[i]`` is the capsule number of node ``i``; ``hubs[i]`` says whether node ``i`` is
+    a directory (when None, it is decided from ``edges`` alone with ``hub_min_capsules``);
+    ``out_links[i]`` is how many distinct links node ``i`` has in all (default: its edges).
+    The returned graph has one extra node, ``len(page_ids)``, the sink that turns withheld
+    weight into teleportation.
+    """
+    n = len(page_ids)
+    if len(edges) == 0:
+        empty = numpy.empty(0, dtype=numpy.int64)
+        return LinkGraph(page_ids, empty, empty, numpy.empty(0))
+    src, dst = edges[:, 0], edges[:, 1]
+    src_scope, dst_scope = scopes[src], scopes[dst]
+    out_degree = numpy.bincount(src, minlength=n).astype(numpy.float64)
+    if out_links is not None:
+        out_degree = numpy.maximum(out_degree, out_links)
+
+    cross = src_scope != dst_scope
+    if hubs is None:
+        reached = numpy.unique(numpy.stack([src[cross], dst_scope[cross]], axis=1), axis=0)
+        hubs = numpy.bincount(reached[:, 0], minlength=n) >= hub_min_capsules
+
+    # k: how many pages of the linking capsule link to the same target.
+    _, inverse, counts = numpy.unique(src_scope * n + dst, return_inverse=True, return_counts=True)
+    k = counts[inverse].astype(numpy.float64)
+
+    group_weight = numpy.where(cross, 1.0, intra_weight)
+    group_weight = numpy.where(cross & hubs[src], hub_weight, group_weight)
+    weights = group_weight / (out_degree[src] * k)
+
+    passed = numpy.bincount(src, weights=weights, minlength=n)
+    withheld = numpy.clip(1.0 - passed, 0.0, None)
+    has_edges = numpy.bincount(src, minlength=n) > 0
+    sink_sources = numpy.nonzero(has_edges & (withheld > 1e-12))[0]
+    sources = numpy.concatenate([src, sink_sources])
+    targets = numpy.concatenate([dst, numpy.full(len(sink_sources), n, dtype=numpy.int64)])
+    all_weights = numpy.concatenate([weights, withheld[sink_sources]])
+    return LinkGraph(page_ids, sources, targets, all_weights)
+
+
+def link_scores(graph: LinkGraph, *, damping: float = DAMPING) -> numpy.ndarray:
+    """PageRank of the graph's pages, scaled so that the average page scores 1.0."""
+    n = len(graph.page_ids)
+    if n == 0:
+        return numpy.empty(0, dtype=numpy.float64)
+    ranks = pagerank(n + 1, graph.sources, graph.targets, graph.weights, damping=damping)[:n]
+    total = ranks.sum()
+    return ranks * (n / total) if total > 0 else numpy.ones(n)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkScores:
+    """Page id → link score, as searchers read it."""
+
+    page_ids: numpy.ndarray
+    scores: numpy.ndarray
+
+    @classmethod
+    def empty(cls) -> LinkScores:
+        return cls(numpy.empty(0, dtype=numpy.int64), numpy.empty(0, dtype=numpy.float64))
+
+    def get(self, page_id: int, default: float = 1.0) -> float:
+        i = int(numpy.searchsorted(self.page_ids, page_id))
+        if i < len(self.page_ids) and self.page_ids[i] == page_id:
+            return float(self.scores[i])
+        return default
+
+    def save(self, directory: Path) -> None:
+        """Write atomically: a searcher reading the old file never sees half a new one."""
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".linkrank-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                numpy.savez(handle, page_ids=self.page_ids, scores=self.scores)
+            os.replace(temp, directory / RANK_FILE)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, directory: Path) -> LinkScores:
+        path = directory / RANK_FILE
+        if not path.exists():
+            return cls.empty()
+        with numpy.load(path) as data:
+            return cls(data["page_ids"].astype(numpy.int64), data["scores"].astype(numpy.float64))
+
+
+def compute(connection: Connection) -> LinkScores:
+    """Link scores for every indexed page, from the store as it is now."""
+    graph = load_graph(connection)
+    return LinkScores(graph.page_ids, link_scores(graph))
+
+
+def prior(rank: float) -> float:
+    """The multiplicative factor a link score contributes to a hit's score."""
+    return float(min(max(rank, RANK_FLOOR), RANK_CEILING) ** RANK_EXPONENT)

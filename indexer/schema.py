@@ -1,0 +1,120 @@
+"""The Whoosh schema: what a page becomes in the index.
+
+Text fields take ``(lang, text)`` pairs and are analyzed by :mod:`indexer.analysis` in the
+page's language (:class:`LangText`), bypassing Whoosh's token-object pipeline, which was the
+single largest indexing cost. No page content is stored: titles are (result lists need them
+for every hit), snippets come from the store. Link analysis scores live beside the index
+(:mod:`indexer.rank`), so recomputing PageRank never rewrites documents.
+
+Field boosts are applied at query time (:mod:`indexer.querylang`), not baked into postings, so
+they can be tuned without a rebuild.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from whoosh import columns, fields, formats
+
+from indexer.analysis import term_maker
+
+
+class LangText(fields.FieldType):
+    """A text field analyzed in the document's language; its value is ``(lang, text)``.
+
+    Positions are kept (phrase queries need them) unless ``positions=False``.
+    """
+
+    def __init__(self, *, stored: bool = False, positions: bool = True) -> None:
+        self.format = formats.Positions() if positions else formats.Frequency()
+        self.analyzer = None
+        self.scorable = True
+        self.stored = stored
+        self.unique = False
+        self.vector = None
+        self.column_type = None
+
+    def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
+        lang, text = value
+        found, _ = term_maker(lang).positions(text)
+        if isinstance(self.format, formats.Positions):
+            encode = self.format.encode
+            for term, poslist in found.items():
+                yield term.encode("utf-8"), len(poslist), float(len(poslist)), encode(poslist)
+        else:
+            pack = formats.pack_uint
+            for term, poslist in found.items():
+                yield term.encode("utf-8"), len(poslist), float(len(poslist)), pack(len(poslist))
+
+    def self_parsing(self) -> bool:
+        return False
+
+    def has_morph(self) -> bool:
+        return False
+
+
+class Keywords(fields.FieldType):
+    """Exact, unscored terms given as a list (a host's domain suffixes); for filters only."""
+
+    def __init__(self) -> None:
+        self.format = formats.Existence()
+        self.analyzer = None
+        self.scorable = False
+        self.stored = False
+        self.unique = False
+        self.vector = None
+        self.column_type = None
+
+    def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
+        for term in set(value):
+            yield term.encode("utf-8"), 1, 1.0, b""
+
+
+#: Text fields a plain query word searches, with their query-time boosts. Titles and the
+#: anchor text other capsules chose are the strongest evidence of what a page is about;
+#: the URL's words are weak evidence (but all there is for an image).
+TEXT_FIELDS: dict[str, float] = {
+    "title": 3.0,
+    "anchors": 2.0,
+    "prompt": 2.0,
+    "headings": 1.5,
+    "body": 1.0,
+    "urlwords": 0.5,
+}
+
+
+def build_schema() -> fields.Schema:
+    return fields.Schema(
+        # Identity: the store's page id (for deletes and the rank table) and the URL.
+        pid=fields.ID(stored=True, unique=True),
+        url=fields.ID(stored=True, unique=True),
+        # Text.
+        title=LangText(stored=True),
+        headings=LangText(),
+        body=LangText(),
+        anchors=LangText(),
+        prompt=LangText(),
+        urlwords=LangText(),
+        # Filters.
+        host=fields.ID(stored=True),  # punycode authority (host, or host:port)
+        domain=Keywords(),  # every dot-suffix of the host, for domain:
+        kind=fields.ID(),  # "page" or "input" (a 1x endpoint)
+        mime=fields.ID(stored=True),
+        lang=fields.ID(stored=True),  # primary subtag, declared or detected
+        charset=fields.ID(stored=True),
+        size=fields.NUMERIC(int, bits=64, stored=True),
+        feed=fields.ID(stored=True),  # gemsub, atom, rss
+        # Facts shown with results.
+        # Facts shown with results; stored only (no filter needs them, and every indexed
+        # NUMERIC value costs several tiered terms).
+        first_seen=fields.STORED(),
+        fetched=fields.STORED(),
+        inbound=fields.STORED(),
+        # Mirrors and duplicates share this key and are folded into one result.
+        group=fields.ID(stored=True),
+        # Per-document columns searchers load into arrays once per commit: the page id (to
+        # look up link scores) and a 64-bit hash of ``group`` (to fold duplicates).
+        key=fields.COLUMN(columns.NumericColumn("q")),
+        fold=fields.COLUMN(columns.NumericColumn("q")),
+    )

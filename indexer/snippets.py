@@ -1,0 +1,146 @@
+"""Snippets: the passage of a page that shows why it matched, with matched words marked.
+
+The index stores no page text (that halves its size and its build time), so snippets are cut
+from the body the store keeps. A word is marked when its term, computed exactly as indexing
+computes it in the page's language, is one of the query's terms: a query for ``running``
+marks ``runs`` in an English page, ``Häuser`` marks ``hauser``.
+
+The passage is the window of about :data:`SNIPPET_CHARS` characters holding the most
+distinct query terms (then the most matches, then the earliest), widened to word boundaries,
+lines joined with spaces. A page that matched only by title, URL or anchor text gets its
+opening lines instead.
+
+Marks are ``**word**``: gemtext has no inline markup (Gemini spec section 5.4), and the double
+asterisk is what plain-text readers already take for emphasis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from indexer.analysis import term_maker, words
+
+MARK_START = "**"
+MARK_END = "**"
+SNIPPET_CHARS = 200
+#: Context kept before the first match of the chosen window.
+LEAD_CHARS = 40
+#: More matches than this in one page add nothing to the choice of a window.
+MAX_MATCHES = 300
+
+_SPACE_RE = re.compile(r"\s+")
+
+
+def make_snippet(
+    text: str,
+    terms: Collection[str],
+    lang: str | None,
+    *,
+    max_chars: int = SNIPPET_CHARS,
+) -> str:
+    """The best passage of ``text`` for ``terms`` (analyzed query terms), marked."""
+    if not text:
+        return ""
+    matches = _matches(text, terms, lang)
+    if not matches:
+        return _clean(_cut(text, 0, max_chars))
+    start, end = _best_window(matches, len(text), max_chars)
+    start, end = _widen(text, start, end)
+    pieces: list[str] = ["…"] if start > 0 else []
+    cursor = start
+    for match_start, match_end, _term in matches:
+        if match_start < start or match_end > end:
+            continue
+        pieces.append(text[cursor:match_start])
+        pieces.append(f"{MARK_START}{text[match_start:match_end]}{MARK_END}")
+        cursor = match_end
+    pieces.append(text[cursor:end])
+    if end < len(text):
+        pieces.append("…")
+    return _clean("".join(pieces))
+
+
+def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[int, int, str]]:
+    if not terms:
+        return []
+    maker = term_maker(lang)
+    found: list[tuple[int, int, str]] = []
+    for word in words(text):
+        if word.cjk:
+            found.extend(_cjk_matches(word.text, word.start, terms))
+        else:
+            term = maker.term(word.text)
+            if term in terms:
+                found.append((word.start, word.end, term))
+        if len(found) >= MAX_MATCHES:
+            break
+    return found
+
+
+def _cjk_matches(run: str, offset: int, terms: Collection[str]) -> list[tuple[int, int, str]]:
+    """Character ranges of a CJK run covered by a query bigram or single character."""
+    covered = [False] * len(run)
+    for i in range(len(run)):
+        if run[i] in terms:
+            covered[i] = True
+        if run[i : i + 2] in terms and i + 1 < len(run):
+            covered[i] = covered[i + 1] = True
+    found: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(run):
+        if covered[i]:
+            j = i
+            while j < len(run) and covered[j]:
+                j += 1
+            found.append((offset + i, offset + j, run[i:j]))
+            i = j
+        else:
+            i += 1
+    return found
+
+
+def _best_window(
+    matches: list[tuple[int, int, str]], length: int, max_chars: int
+) -> tuple[int, int]:
+    best_key: tuple[int, int, int] | None = None
+    best = (0, min(length, max_chars))
+    for i, (first_start, _, _) in enumerate(matches):
+        start = max(0, first_start - LEAD_CHARS)
+        end = start + max_chars
+        distinct: set[str] = set()
+        count = 0
+        for _, match_end, term in matches[i:]:
+            if match_end > end:
+                break
+            distinct.add(term)
+            count += 1
+        key = (-len(distinct), -count, start)
+        if best_key is None or key < best_key:
+            best_key, best = key, (start, min(end, length))
+    return best
+
+
+def _widen(text: str, start: int, end: int) -> tuple[int, int]:
+    """Move the cut points off the middle of words."""
+    while 0 < start < len(text) and not text[start - 1].isspace():
+        start -= 1
+        if start == 0:
+            break
+    if end < len(text):
+        space = text.rfind(" ", start, end)
+        newline = text.rfind("\n", start, end)
+        cut = max(space, newline)
+        if cut > start:
+            end = cut
+    return start, end
+
+
+def _cut(text: str, start: int, max_chars: int) -> str:
+    end = min(len(text), start + max_chars)
+    start, end = _widen(text, start, end)
+    return text[start:end] + ("…" if end < len(text) else "")
+
+
+def _clean(snippet: str) -> str:
+    return _SPACE_RE.sub(" ", snippet).strip()

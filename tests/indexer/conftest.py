@@ -1,0 +1,56 @@
+"""Fixtures: a real SQLite store with Space helpers, and the known-answer index built once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from indexer.build import IndexReport, run_index
+from indexer.query import Searcher
+from sextant.store.migrate import open_store
+from tests.indexer.fixture_space import PAGES
+from tests.indexer.spaces import Space
+
+
+@dataclass
+class Store:
+    url: str
+    engine: Engine
+    space: Space
+    index_dir: Path
+
+    def index(self, **options: object) -> IndexReport:
+        """An index run as `sextant index` does it; no watermark slack, so that a test's
+        edits a millisecond after a run are the only pages the next run sees."""
+        options.setdefault("watermark_slack", timedelta(0))
+        return run_index(self.index_dir, self.url, **options)  # type: ignore[arg-type]
+
+    def searcher(self) -> Searcher:
+        return Searcher(self.index_dir, self.url)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = open_store(url)
+    yield Store(url, engine, Space(engine), tmp_path / "data" / "index")
+    engine.dispose()
+
+
+@pytest.fixture(scope="package")
+def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
+    """The fixture space, indexed once for every read-only test of the package."""
+    root = tmp_path_factory.mktemp("known")
+    url = f"sqlite:///{root / 'store.db'}"
+    engine = open_store(url)
+    Space(engine).add(PAGES)
+    run_index(root / "index", url, watermark_slack=timedelta(0))
+    searcher = Searcher(root / "index", url)
+    yield searcher
+    searcher.close()
+    engine.dispose()
