@@ -32,7 +32,7 @@ import trio
 from sqlalchemy import Engine, insert, update
 
 from crawler.admission import EXCLUDED, OUTSIDE, Admission, load_exclusions
-from crawler.content import analyse, decode
+from crawler.content import analyse, decode, detect_language
 from crawler.fetch import FetchLimits, FetchResult, fetch
 from crawler.frontier import Claim, Frontier, FrontierItem
 from crawler.options import CrawlOptions
@@ -77,6 +77,7 @@ _ROBOTS_MAX_BYTES = 512 * 1024
 # Between two claims on the frontier at least this long, unless the window ran dry.
 _CLAIM_INTERVAL = 0.05
 _IDLE_WAIT = 1.0
+_WARM_UP_TEXT = "The quick brown fox jumps over the lazy dog, again and again and again."
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +150,8 @@ class Crawl:
         self._work_scope: trio.CancelScope | None = None
         self._frontier_size: int | None = None
         self._signals = 0
+        # Page requests this run may still make (--max-pages); robots.txt does not count.
+        self._budget = options.max_pages
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -203,6 +206,9 @@ class Crawl:
         if self.options.recrawl:
             enqueue_recrawls(self.store, self.admission, now)
         enqueue_stragglers(self.store, self.admission, now)
+        # The language model loads on first use (about 0.7 s); doing it here, off the event
+        # loop, keeps the first page from stalling every request in flight.
+        detect_language(_WARM_UP_TEXT)
         return int(run_id)
 
     def _finish(self, run_id: int) -> CrawlSummary:
@@ -263,9 +269,7 @@ class Crawl:
         options = self.options
         last_claim = -math.inf
         while not self._stopping:
-            if options.max_pages is not None and self.stats.pages + self._in_flight >= (
-                options.max_pages
-            ):
+            if self._budget is not None and self._budget <= 0:
                 self.stop("--max-pages reached", grace=options.stop_grace)
                 return
             room = options.window - self.scheduler.queued
@@ -465,6 +469,12 @@ class Crawl:
             await self._skip(item, "disallowed", "robots.txt disallows it")
             return
 
+        if self._budget is not None:
+            if self._budget <= 0:
+                self.scheduler.release(slot, requested=False)
+                self.stop("--max-pages reached", grace=self.options.stop_grace)
+                return
+            self._budget -= 1
         address = await self._address(slot, url)
         if isinstance(address, ConnectFailed):
             await self._record(self._failed_lookup(slot, item, address))
@@ -646,7 +656,12 @@ class Crawl:
         self, slot: HostSlot, item: FrontierItem, outcome: RobotsFetch, requested: bool
     ) -> None:
         if outcome.policy is not None or not requested:
-            # Ask again for the page after the capsule's delay, with the policy now cached.
+            # Ask again for the page after the capsule's delay (its Crawl-delay counts from
+            # this very request), with the policy now cached.
+            if outcome.policy is not None:
+                asked = outcome.policy.crawl_delay()
+                if asked is not None:
+                    slot.crawl_delay = max(slot.crawl_delay or 0.0, asked)
             self.scheduler.release(slot, requested=requested, requeue=item)
             return
         if outcome.slow_down is not None and outcome.slow_down <= self.rules.max_hold:

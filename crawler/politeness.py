@@ -34,7 +34,6 @@ import heapq
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -166,13 +165,15 @@ class HostSlot:
 class AddressSlot:
     """The politeness state of one IP address, shared by every capsule that resolves to it."""
 
-    __slots__ = ("address", "busy", "next_allowed", "requests", "waiters")
+    __slots__ = ("address", "busy", "next_allowed", "requests", "reserved", "waiters")
 
     def __init__(self, address: str) -> None:
         self.address = address
         self.busy = False
         self.next_allowed = -math.inf
         self.requests = 0
+        # Workers in acquire_address: they already hold their capsule, so they go first.
+        self.reserved = 0
         self.waiters: set[int] = set()  # capsules held back while the address was busy
 
 
@@ -345,11 +346,18 @@ class Scheduler(Generic[Item]):
             self._release_address(held, requested=False)
             slot.holding_address = None
         target = self.address_slot(address)
-        while target.busy or target.next_allowed > trio.current_time():
-            event = self._changed
-            deadline = math.inf if target.busy else target.next_allowed
-            with trio.move_on_at(deadline):
-                await event.wait()
+        target.reserved += 1
+        try:
+            while target.busy or target.next_allowed > trio.current_time():
+                event = self._changed
+                deadline = math.inf if target.busy else target.next_allowed
+                with trio.move_on_at(deadline):
+                    await event.wait()
+        finally:
+            target.reserved -= 1
+        if target.busy:  # cancelled while waiting: let the capsules held back go on
+            self._wake_waiters(target)
+            return
         target.busy = True
         slot.holding_address = target
 
@@ -403,6 +411,9 @@ class Scheduler(Generic[Item]):
         if requested:
             held.requests += 1
             held.next_allowed = max(held.next_allowed, trio.current_time() + self.delay)
+        self._wake_waiters(held)
+
+    def _wake_waiters(self, held: AddressSlot) -> None:
         waiters, held.waiters = held.waiters, set()
         for key in waiters:
             waiting = self._slots.get(key)
@@ -432,9 +443,9 @@ class Scheduler(Generic[Item]):
             if slot.busy or not queue:
                 continue
             start = slot.next_allowed
-            address = self._addresses.get(slot.address) if slot.address is not None else None
+            address = self.address_slot(slot.address) if slot.address is not None else None
             if address is not None:
-                if address.busy:
+                if address.busy or address.reserved:
                     address.waiters.add(key)
                     continue
                 start = max(start, address.next_allowed)
@@ -458,7 +469,3 @@ class Scheduler(Generic[Item]):
     def _notify(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
-
-
-def addresses_of(slots: Iterable[HostSlot]) -> set[str]:
-    return {slot.address for slot in slots if slot.address is not None}
