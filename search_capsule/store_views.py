@@ -23,6 +23,11 @@ BACKLINK_LIMIT = 100
 NEIGHBOUR_LIMIT = 50
 
 
+def display_authority(display_host: str, port: int) -> str:
+    """A capsule's name for people: its unicode host, with the port when not 1965."""
+    return display_host if port == DEFAULT_PORT else f"{display_host}:{port}"
+
+
 @dataclass(frozen=True, slots=True)
 class HostRow:
     host: str
@@ -38,9 +43,7 @@ class HostRow:
 
     @property
     def display(self) -> str:
-        return (
-            self.display_host if self.port == DEFAULT_PORT else f"{self.display_host}:{self.port}"
-        )
+        return display_authority(self.display_host, self.port)
 
     @property
     def url(self) -> str:
@@ -53,7 +56,6 @@ class PageRow:
     title: str | None
     display_host: str
     when: datetime | None
-    mime: str | None = None
     feed_kind: str | None = None
 
 
@@ -115,15 +117,15 @@ def newest_pages(session: Session, *, limit: int = LIST_LIMIT) -> Listing:
     """
     shown = (Page.state == "ok") & Page.duplicate_of_id.is_(None)
     query = (
-        select(Page.url, Page.title, Capsule.display_host, Page.discovered_at, Page.mime)
+        select(Page.url, Page.title, Capsule.display_host, Capsule.port, Page.discovered_at)
         .join(Capsule, Capsule.id == Page.capsule_id)
         .where(shown)
         .order_by(Page.discovered_at.desc(), Page.id.desc())
         .limit(limit)
     )
     rows = tuple(
-        PageRow(url=url, title=title, display_host=host, when=when, mime=mime)
-        for url, title, host, when, mime in session.execute(query)
+        PageRow(url=url, title=title, display_host=display_authority(host, port), when=when)
+        for url, title, host, port, when in session.execute(query)
     )
     return Listing(rows, session.scalar(select(func.count()).where(shown)) or 0)
 
@@ -132,15 +134,28 @@ def known_feeds(session: Session, *, limit: int = 2000) -> Listing:
     """Feeds the crawler recognised (gemsub pages, Atom and RSS files), by kind then URL."""
     shown = (Page.state == "ok") & Page.feed_kind.is_not(None)
     query = (
-        select(Page.url, Page.title, Capsule.display_host, Page.fetched_at, Page.feed_kind)
+        select(
+            Page.url,
+            Page.title,
+            Capsule.display_host,
+            Capsule.port,
+            Page.fetched_at,
+            Page.feed_kind,
+        )
         .join(Capsule, Capsule.id == Page.capsule_id)
         .where(shown)
         .order_by(Page.feed_kind, Page.url)
         .limit(limit)
     )
     rows = tuple(
-        PageRow(url=url, title=title, display_host=host, when=when, feed_kind=kind)
-        for url, title, host, when, kind in session.execute(query)
+        PageRow(
+            url=url,
+            title=title,
+            display_host=display_authority(host, port),
+            when=when,
+            feed_kind=kind,
+        )
+        for url, title, host, port, when, kind in session.execute(query)
     )
     return Listing(rows, session.scalar(select(func.count()).where(shown)) or 0)
 
@@ -384,7 +399,7 @@ def _neighbours(session: Session, capsule_id: int, *, inbound: bool) -> tuple[Ne
     )
     return tuple(
         Neighbour(
-            display=display if port == DEFAULT_PORT else f"{display}:{port}",
+            display=display_authority(display, port),
             host=host,
             port=port,
             links=count,

@@ -1,0 +1,381 @@
+"""How many searches per second does the search capsule answer, and how fast?
+
+The full run (the issue's figure) generates a store of 100,000 pages on 1,000 capsules with
+about 300,000 links, builds the index with the indexer's own build, serves it with the real
+capsule (TLS, routing, rendering; the per-client throttle off, since all load comes from one
+address), and drives it from a separate client process at concurrency 1, 16 and 64. Every
+request is a fresh TLS connection (Gemini has no keep-alive) with a query never asked
+before, so the result cache does not flatter the figures; one extra run repeats a single
+query to show what the cache gives. Run:
+
+    .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N]
+
+The generated store and index are kept in ``$TMPDIR/sextant-bench-capsule-<pages>`` and
+reused by later runs (delete the directory to regenerate). Target: p99 <= 100 ms at
+concurrency 16 on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import tempfile
+import threading
+import time
+from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import trio
+from sqlalchemy import insert, select
+
+from indexer.build import run_index
+from search_capsule.server import build_app, run_capsule
+from search_capsule.services import CapsuleLimits
+from sextant.config import Settings
+from sextant.server import ServerLimits
+from sextant.store.migrate import open_store
+from sextant.store.models import Capsule, Link, Page
+from sextant.tls import client_context, make_self_signed, server_context_from_pem
+
+HOST = "127.0.0.1"
+SEED = 1965
+CAPSULES = 1000
+LINKS_PER_PAGE = 3
+CONCURRENCY = (1, 16, 64)
+LANGS = ("en",) * 6 + ("de", "fr", "es", "nl")
+
+# Syllables for invented words, and the common words people actually search for.
+_SYLLABLE_TEXT = "ka ri to ma ne lo su vi en ar ol in um sa te de fi no gra bel mon ter vel dor"
+_COMMON_TEXT = (
+    "the of and to in is that it for on with as was at by this from or have not are but "
+    "gemini capsule server page log post about music radio garden solar book code linux "
+    "weather recipe poetry travel photo game history science space station tilde note"
+)
+_SYLLABLES = _SYLLABLE_TEXT.split()
+_COMMON = _COMMON_TEXT.split()
+
+
+def vocabulary(size: int, rng: random.Random) -> list[str]:
+    """Common words first, then invented ones; drawn with a Zipf-like weight later."""
+    words = list(dict.fromkeys(_COMMON))
+    seen = set(words)
+    while len(words) < size:
+        word = "".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4)))
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    return words
+
+
+def zipf_weights(count: int) -> list[float]:
+    return [1.0 / (rank + 1) for rank in range(count)]
+
+
+def make_corpus(settings: Settings, pages: int, rng: random.Random) -> list[str]:
+    """Write capsules, pages and links into the store; return the vocabulary used."""
+    words = vocabulary(20_000, rng)
+    weights = zipf_weights(len(words))
+    cumulative = list(_accumulate(weights))
+    now = datetime(2026, 6, 1)
+    engine = open_store(settings.db_url)
+    capsule_count = min(CAPSULES, max(1, pages // 20))
+    with engine.begin() as connection:
+        connection.execute(
+            insert(Capsule),
+            [
+                {
+                    "host": f"capsule{n}.example",
+                    "port": 1965,
+                    "display_host": f"capsule{n}.example",
+                    "first_seen_at": now - timedelta(days=n % 300),
+                    "last_success_at": now,
+                }
+                for n in range(capsule_count)
+            ],
+        )
+        capsule_ids = list(connection.scalars(select(Capsule.id).order_by(Capsule.id)))
+    batch: list[dict[str, Any]] = []
+    for n in range(pages):
+        capsule = n % capsule_count
+        length = rng.randint(150, 600)  # words: about 1-4 KB of text
+        body_words = rng.choices(words, cum_weights=cumulative, k=length)
+        title = " ".join(rng.choices(words[:3000], k=rng.randint(2, 6))).capitalize()
+        lines = [f"# {title}"]
+        for start in range(0, length, 40):
+            lines.append(" ".join(body_words[start : start + 40]))
+        body = "\n".join(lines) + "\n"
+        batch.append(
+            {
+                "url": f"gemini://capsule{capsule}.example/p{n}.gmi",
+                "capsule_id": capsule_ids[capsule],
+                "scope": f"capsule{capsule}.example",
+                "state": "ok",
+                "discovered_at": now - timedelta(minutes=n),
+                "updated_at": now,
+                "status": 20,
+                "mime": "text/gemini",
+                "charset": "utf-8",
+                "lang": rng.choice(LANGS),
+                "size": len(body.encode()),
+                "body": body,
+                "title": title,
+                "fetched_at": now,
+            }
+        )
+        if len(batch) == 5000:
+            _insert(engine, Page, batch)
+            batch = []
+    _insert(engine, Page, batch)
+    _write_links(engine, pages, capsule_count, rng, now)
+    engine.dispose()
+    return words
+
+
+def _accumulate(values: list[float]) -> Any:
+    total = 0.0
+    for value in values:
+        total += value
+        yield total
+
+
+def _insert(engine: Any, model: Any, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        with engine.begin() as connection:
+            connection.execute(insert(model), rows)
+
+
+def _write_links(engine: Any, pages: int, capsules: int, rng: random.Random, now: Any) -> None:
+    with engine.connect() as connection:
+        ids = list(connection.scalars(select(Page.id).order_by(Page.id)))
+    batch: list[dict[str, Any]] = []
+    # Preferential attachment, roughly: low page numbers are linked far more often.
+    for source in range(pages):
+        for _ in range(LINKS_PER_PAGE):
+            target = min(pages - 1, int(rng.paretovariate(1.2)) - 1 + rng.randrange(50))
+            batch.append(
+                {
+                    "source_id": ids[source],
+                    "target_id": ids[target],
+                    "target_url": f"gemini://capsule{target % capsules}.example/p{target}.gmi",
+                    "target_scheme": "gemini",
+                    "label": "see also",
+                    "cross_capsule": source % capsules != target % capsules,
+                    "first_seen_at": now,
+                }
+            )
+        if len(batch) >= 20_000:
+            _insert(engine, Link, batch)
+            batch = []
+    _insert(engine, Link, batch)
+
+
+def prepare(pages: int) -> tuple[Settings, list[str]]:
+    """The store and index for ``pages`` pages, generated once and then reused."""
+    directory = Path(tempfile.gettempdir()) / f"sextant-bench-capsule-{pages}"
+    settings = Settings.load(data_dir=directory, db_url=f"sqlite:///{directory / 'sextant.db'}")
+    marker = directory / "ready.json"
+    if marker.exists():
+        return settings, json.loads(marker.read_text())["words"]
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("sextant.db*"):
+        stale.unlink()
+    started = time.perf_counter()
+    words = make_corpus(settings, pages, random.Random(SEED))
+    print(f"generated {pages:,} pages in {time.perf_counter() - started:.1f} s", flush=True)
+    started = time.perf_counter()
+    report = run_index(settings.index_dir, settings.db_url, rebuild=True)
+    print(
+        f"indexed {report.documents:,} documents in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+    marker.write_text(json.dumps({"words": words[:5000]}))
+    return settings, words[:5000]
+
+
+def make_queries(words: list[str], count: int, rng: random.Random) -> list[str]:
+    """Distinct queries in the mix people type: words, AND of two or three, phrases, filters."""
+    common, rare = words[:300], words[300:]
+    queries: set[str] = set()
+    while len(queries) < count:
+        kind = rng.random()
+        if kind < 0.35:
+            query = rng.choice(rare)
+        elif kind < 0.65:
+            query = " ".join(rng.sample(common, 1) + rng.sample(rare, rng.randint(1, 2)))
+        elif kind < 0.8:
+            query = f'"{rng.choice(common)} {rng.choice(rare)}"'
+        elif kind < 0.9:
+            query = f"{rng.choice(rare)} lang:{rng.choice(LANGS)}"
+        else:
+            query = f"site:capsule{rng.randrange(CAPSULES)}.example {rng.choice(common)}"
+        queries.add(query)
+    return sorted(queries, key=lambda _: rng.random())
+
+
+# --- the client process --------------------------------------------------------------------
+
+
+def client_process(port: int, paths: list[str], concurrency: int, results: Any) -> None:
+    results.put(trio.run(_load, port, paths, concurrency))
+
+
+async def _load(port: int, paths: list[str], concurrency: int) -> dict[str, Any]:
+    context = client_context()
+    pending = iter(paths)
+    latencies: list[float] = []
+    failures: dict[str, int] = {}
+
+    async def worker() -> None:
+        for path in pending:
+            started = time.perf_counter()
+            try:
+                status = await _fetch(port, path, context)
+            except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+                failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+                continue
+            if status != 20:
+                failures[f"status {status}"] = failures.get(f"status {status}", 0) + 1
+                continue
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for _ in range(concurrency):
+            nursery.start_soon(worker)
+    return {"wall": time.perf_counter() - started, "latencies": latencies, "failures": failures}
+
+
+async def _fetch(port: int, path: str, context: Any) -> int:
+    with trio.fail_after(30):
+        tcp = await trio.open_tcp_stream(HOST, port)
+        stream = trio.SSLStream(tcp, context, server_hostname="localhost")
+        try:
+            await stream.send_all(f"gemini://{HOST}:{port}{path}\r\n".encode())
+            data = bytearray()
+            while chunk := await stream.receive_some(65536):
+                data += chunk
+        finally:
+            await trio.aclose_forcefully(stream)
+    return int(data[:2])
+
+
+def drive(port: int, paths: list[str], concurrency: int) -> dict[str, Any]:
+    """Run the load from a separate process, as real clients would be."""
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    process = spawn.Process(target=client_process, args=(port, paths, concurrency, results))
+    process.start()
+    outcome = results.get()
+    process.join()
+    return outcome
+
+
+# --- the server, in this process -----------------------------------------------------------
+
+
+class Server:
+    """The capsule running in a background thread with its own trio loop."""
+
+    def __init__(self, settings: Settings) -> None:
+        limits = CapsuleLimits(rate_per_client=None)
+        self.app = build_app(settings, limits)
+        self.context = server_context_from_pem(*make_self_signed(["localhost", HOST]))
+        self.port = 0
+        self._ready = threading.Event()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        with trio.CancelScope() as self._cancel:
+            async with trio.open_nursery() as nursery:
+                self.port = await nursery.start(
+                    partial(
+                        run_capsule,
+                        self.app,
+                        host=HOST,
+                        port=0,
+                        ssl_context=self.context,
+                        hostnames=None,
+                        limits=ServerLimits(max_connections=1024),
+                    )
+                )
+                self._ready.set()
+
+    def __enter__(self) -> Server:
+        self._thread.start()
+        self._ready.wait()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None and self._cancel is not None:
+            self._token.run_sync_soon(self._cancel.cancel)
+        self._thread.join()
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def run(*, quick: bool = False, pages: int | None = None, requests: int | None = None) -> dict:
+    pages = pages or (2_000 if quick else 100_000)
+    requests = requests or (300 if quick else 2_000)
+    settings, words = prepare(pages)
+    rng = random.Random(SEED)
+    queries = make_queries(words, requests * (len(CONCURRENCY) + 1), rng)
+    figures: dict[str, float | str] = {"pages indexed": f"{pages:,}"}
+    print(f"{pages:,} pages; {requests:,} requests per level, each a new TLS connection")
+    print(f"{'concurrency':>11} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7}")
+    with Server(settings) as server:
+        # Warm up: open the searcher and touch the index files once.
+        drive(server.port, [f"/search?{quote(q)}" for q in queries[:50]], 4)
+        for level, concurrency in enumerate(CONCURRENCY, start=1):
+            chunk = queries[level * requests : (level + 1) * requests]
+            outcome = drive(server.port, [f"/search?{quote(q)}" for q in chunk], concurrency)
+            _report(figures, f"c{concurrency}", concurrency, outcome)
+        cached = [f"/search?{quote(queries[0])}"] * requests
+        outcome = drive(server.port, cached, 16)
+        _report(figures, "c16 cached query", 16, outcome)
+        searched = server.app.services.search.computed
+    print(f"searches that reached the index: {searched:,}")
+    target = figures.get("c16 p99 ms")
+    if isinstance(target, float):
+        verdict = "meets" if target <= 100 else "misses"
+        print(f"target p99 <= 100 ms at concurrency 16: {verdict} ({target:.1f} ms)")
+    return figures
+
+
+def _report(figures: dict[str, float | str], name: str, concurrency: int, outcome: dict) -> None:
+    latencies = outcome["latencies"]
+    failed = sum(outcome["failures"].values())
+    rate = len(latencies) / outcome["wall"] if outcome["wall"] else 0.0
+    p50 = percentile(latencies, 0.50) * 1000 if latencies else float("nan")
+    p99 = percentile(latencies, 0.99) * 1000 if latencies else float("nan")
+    print(f"{name:>11} {rate:8.1f} {p50:8.1f} {p99:8.1f} {failed:7d}", flush=True)
+    if outcome["failures"]:
+        print(f"            failures: {outcome['failures']}")
+    figures[f"{name} req/s"] = rate
+    figures[f"{name} p50 ms"] = p50
+    figures[f"{name} p99 ms"] = p99
+    if failed:
+        figures[f"{name} failed"] = float(failed)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2,000 pages, 300 requests")
+    parser.add_argument("--pages", type=int, default=None)
+    parser.add_argument("--requests", type=int, default=None, help="per concurrency level")
+    args = parser.parse_args()
+    run(quick=args.quick, pages=args.pages, requests=args.requests)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The search capsule as a Gemini application: one request in, one response out.
+
+The generic server (:mod:`sextant.server`) has already refused malformed requests (59),
+other hosts and schemes (53) and slow clients by the time a request gets here. This layer
+adds what is specific to the capsule: routing with canonical redirects (31), decoding the
+user's input, per-client throttling (44) and overload shedding (41).
+"""
+
+from __future__ import annotations
+
+from search_capsule import routes, user_input
+from search_capsule.services import Call, Overloaded, Services
+from search_capsule.throttle import Throttle
+from sextant.errors import MalformedRequest
+from sextant.protocol import Status
+from sextant.server import Request, Response
+
+NOT_FOUND = "no such page here; the start page links to all of them"
+OVERLOADED = "the search capsule is busy; please try again in a few seconds"
+
+
+class CapsuleApp:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        limits = services.limits
+        self.throttle = (
+            Throttle(rate=limits.rate_per_client, burst=limits.burst_per_client)
+            if limits.rate_per_client
+            else None
+        )
+
+    async def __call__(self, request: Request) -> Response:
+        url = request.url
+        found = routes.resolve(url.path)
+        if found is None:
+            return Response.not_found(NOT_FOUND)
+        if isinstance(found, routes.Redirect):
+            return Response.redirect(str(url.with_path(found.path, url.query)), permanent=True)
+        try:
+            query = user_input.decode(url.query)
+        except MalformedRequest as exc:
+            return Response.bad_request(str(exc))
+        route = found.route
+        client = request.peer[0]
+        if route.costly and self.throttle is not None:
+            wait = self.throttle.take(client)
+            if wait:
+                return Response.slow_down(wait)
+        call = Call(url=url, query=query, page=found.page, verbose=route.verbose, client=client)
+        try:
+            return await route.handler(self.services, call)
+        except Overloaded:
+            return Response(Status.SERVER_UNAVAILABLE, OVERLOADED)

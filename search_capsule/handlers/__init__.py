@@ -1,0 +1,1 @@
+"""Request handlers: each gathers what its page needs (off the event loop) and renders it."""

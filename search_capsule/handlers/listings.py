@@ -1,0 +1,77 @@
+"""Handlers for the pages drawn from the store: start page, statistics, lists, one capsule."""
+
+from __future__ import annotations
+
+from search_capsule import paths, store_views
+from search_capsule.pages import capsule as capsule_pages
+from search_capsule.pages import listings as pages
+from search_capsule.pages import overview
+from search_capsule.services import Call, Services
+from search_capsule.user_input import typed_url
+from sextant import urls
+from sextant.census import census
+from sextant.errors import InvalidURL
+from sextant.server import Response
+
+BACKLINKS_PROMPT = "URL whose backlinks you want to see"
+CAPSULE_PROMPT = "Host name of the capsule (e.g. example.org or example.org:1966)"
+
+
+async def home(services: Services, call: Call) -> Response:
+    return Response.gemtext(overview.home(await services.store.cached(census)), lang="en")
+
+
+async def statistics(services: Services, call: Call) -> Response:
+    return Response.gemtext(overview.statistics(await services.store.cached(census)), lang="en")
+
+
+async def known_hosts(services: Services, call: Call) -> Response:
+    return Response.gemtext(pages.known_hosts(await services.store.cached(store_views.known_hosts)))
+
+
+async def newest_hosts(services: Services, call: Call) -> Response:
+    listing = await services.store.cached(store_views.newest_hosts)
+    return Response.gemtext(pages.newest_hosts(listing))
+
+
+async def newest_pages(services: Services, call: Call) -> Response:
+    listing = await services.store.cached(store_views.newest_pages)
+    return Response.gemtext(pages.newest_pages(listing))
+
+
+async def known_feeds(services: Services, call: Call) -> Response:
+    return Response.gemtext(pages.known_feeds(await services.store.cached(store_views.known_feeds)))
+
+
+async def backlinks(services: Services, call: Call) -> Response:
+    if not call.query:
+        return Response.input(BACKLINKS_PROMPT)
+    try:
+        target = typed_url(call.query)
+    except InvalidURL as exc:
+        return Response.gemtext(pages.unusable_url("Backlinks", str(exc), paths.BACKLINKS))
+    found = await services.store.cached(store_views.backlinks, target)
+    return Response.gemtext(pages.backlinks(found))
+
+
+async def capsule(services: Services, call: Call) -> Response:
+    if not call.query:
+        return Response.input(CAPSULE_PROMPT)
+    text = call.query.strip()
+    try:
+        # A capsule is always gemini://, so "host:port" is never read as a scheme here.
+        url = urls.parse(text if "://" in text else "gemini://" + text.removeprefix("//"))
+    except InvalidURL as exc:
+        return Response.gemtext(pages.unusable_url("Capsule", str(exc), paths.CAPSULE))
+    health = await services.store.cached(store_views.capsule_health, url.host, url.port)
+    if health is None:
+        on_host = await services.store.cached(store_views.capsules_on_host, url.host)
+        if len(on_host) == 1:
+            health = await services.store.cached(
+                store_views.capsule_health, on_host[0].host, on_host[0].port
+            )
+        elif on_host:
+            return Response.gemtext(capsule_pages.choose_port(url.display_host, on_host))
+    if health is None:
+        return Response.gemtext(capsule_pages.unknown_capsule(url.authority))
+    return Response.gemtext(capsule_pages.capsule_page(health, now=services.now()))

@@ -1,0 +1,118 @@
+"""Wiring: store, index and certificate in; a running search capsule out.
+
+The Gemini side (TLS, request validation, 59/53, timeouts, bounded connections,
+close_notify) is :func:`sextant.server.serve`; this module gives it our app, our
+certificate and our host names.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from indexer.query import open_searcher
+from search_capsule.app import CapsuleApp
+from search_capsule.cache import TTLCache
+from search_capsule.searching import SearchService
+from search_capsule.services import CapsuleLimits, Services, StoreReader
+from sextant.config import Settings
+from sextant.errors import ConfigError
+from sextant.server import ServerLimits, serve
+from sextant.store.migrate import open_store
+from sextant.tls import CertificateFacts, certificate_facts, ensure_certificate, server_context
+
+#: Addresses that mean "every interface": not a name a client can put in a URL.
+_WILDCARDS = {"", "0.0.0.0", "::"}
+
+DEFAULT_LIMITS = CapsuleLimits()
+SERVER_LIMITS = ServerLimits(request_timeout=10.0, max_connections=512, send_timeout=30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Certificate:
+    cert_file: Path
+    key_file: Path
+    facts: CertificateFacts
+    generated: bool  # made by us (self-signed, kept in the data dir)
+
+
+def load_certificate(
+    settings: Settings, hostname: str, cert_file: Path | None = None, key_file: Path | None = None
+) -> Certificate:
+    """The operator's certificate, or our own self-signed one for ``hostname``.
+
+    Ours is created once in ``settings.cert_dir`` and reused on every start: clients pin
+    it on first use (TOFU), so a new certificate at each start would look like an attack.
+    """
+    if (cert_file is None) != (key_file is None):
+        raise ConfigError("give both --cert and --key, or neither to use a generated certificate")
+    generated = cert_file is None
+    if cert_file is None or key_file is None:
+        cert_file, key_file = ensure_certificate(settings.cert_dir, hostname)
+    try:
+        pem = cert_file.read_bytes()
+        der = x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the certificate {cert_file}: {exc}") from exc
+    return Certificate(cert_file, key_file, certificate_facts(der), generated)
+
+
+def tls_context(certificate: Certificate) -> ssl.SSLContext:
+    try:
+        return server_context(certificate.cert_file, certificate.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"cannot use {certificate.cert_file} with {certificate.key_file}: {exc}. "
+            "Check that the key belongs to the certificate."
+        ) from exc
+
+
+def accepted_names(hostname: str, host: str) -> list[str]:
+    """Host names requests may carry: ours, and the address we listen on when it is one."""
+    names = [hostname]
+    if host not in _WILDCARDS and host != hostname:
+        names.append(host)
+    return names
+
+
+def build_app(
+    settings: Settings,
+    limits: CapsuleLimits = DEFAULT_LIMITS,
+) -> CapsuleApp:
+    """The capsule's app over the store and index that ``settings`` name."""
+    engine = open_store(settings.db_url)
+    search = SearchService(
+        open_searcher(settings),
+        settings.index_dir,
+        workers=limits.search_workers,
+        max_waiting=limits.max_waiting,
+        cache=TTLCache(max_entries=limits.search_cache_entries, ttl=limits.search_cache_ttl),
+    )
+    return CapsuleApp(Services(store=StoreReader(engine, limits), search=search, limits=limits))
+
+
+async def run_capsule(
+    app: CapsuleApp,
+    *,
+    host: str,
+    port: int,
+    ssl_context: ssl.SSLContext,
+    hostnames: list[str] | None,
+    limits: ServerLimits = SERVER_LIMITS,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until cancelled; ``task_status.started`` reports the bound port."""
+    await serve(
+        app,
+        host=host,
+        port=port,
+        ssl_context=ssl_context,
+        hostnames=hostnames,
+        limits=limits,
+        task_status=task_status,
+    )

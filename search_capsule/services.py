@@ -1,0 +1,106 @@
+"""What every handler may use, and the one request shape they all receive.
+
+Store queries and searches are synchronous (SQLAlchemy, Whoosh), so they run in worker
+threads behind capacity limits; the event loop only shuffles bytes. When every worker is
+busy and too many requests already wait, new ones are refused at once with ``41 SERVER
+UNAVAILABLE`` (spec Appendix 1: "unavailable due to overload") rather than queueing
+without bound and answering everyone late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar
+
+import trio
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from search_capsule.cache import TTLCache
+from search_capsule.searching import Overloaded, SearchService, saturated
+from sextant.server import Response
+from sextant.store.engine import utcnow
+from sextant.urls import GeminiURL
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class CapsuleLimits:
+    """The capsule's own limits, on top of the generic server's (timeouts, connections)."""
+
+    page_size: int = 10
+    # Deeper pages cost more (the index ranks page x size hits) and nobody reads them.
+    max_page: int = 100
+    search_workers: int = 2  # searches at once: CPU-bound, so about the number of cores
+    store_workers: int = 4  # store queries at once (the SQLite connection pool allows 5)
+    max_waiting: int = 256  # requests waiting for a worker before new ones get 41
+    # Per client address, for costly pages; None turns the throttle off (benchmarks).
+    rate_per_client: float | None = 10.0
+    burst_per_client: int = 40
+    search_cache_ttl: float = 300.0  # "identical queries within a few minutes"
+    search_cache_entries: int = 2048
+    store_cache_ttl: float = 30.0  # listings and statistics change only as the crawler runs
+    store_cache_entries: int = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A routed request: the path's parts already interpreted."""
+
+    url: GeminiURL
+    query: str | None  # decoded user input, None when the URL has no query
+    page: int
+    verbose: bool
+    client: str  # the client's address, for throttling
+
+
+class StoreReader:
+    """Runs read (and the rare write) functions on the store in worker threads.
+
+    ``cached`` answers repeated questions from a short-lived cache: listings are the same
+    for every visitor until the crawler runs again.
+    """
+
+    def __init__(self, engine: Engine, limits: CapsuleLimits) -> None:
+        self.engine = engine
+        self.limiter = trio.CapacityLimiter(limits.store_workers)
+        self._max_waiting = limits.max_waiting
+        self._cache: TTLCache[Hashable, Any] = TTLCache(
+            max_entries=limits.store_cache_entries, ttl=limits.store_cache_ttl
+        )
+
+    async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if saturated(self.limiter, self._max_waiting):
+            raise Overloaded
+        return await trio.to_thread.run_sync(
+            partial(self._in_session, function, args, kwargs), limiter=self.limiter
+        )
+
+    async def cached(self, function: Callable[..., T], *args: Any) -> T:
+        key = (function.__module__, function.__qualname__, args)
+        value = self._cache.get(key)
+        if value is None:
+            value = await self.run(function, *args)
+            self._cache.put(key, value)
+        return value  # type: ignore[no-any-return]
+
+    def _in_session(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
+        with Session(self.engine) as session:
+            return function(session, *args, **kwargs)
+
+
+@dataclass(slots=True)
+class Services:
+    store: StoreReader
+    search: SearchService
+    limits: CapsuleLimits
+    now: Callable[[], datetime] = field(default=utcnow)
+
+
+Handler = Callable[[Services, Call], Awaitable[Response]]
+
+__all__ = ["Call", "CapsuleLimits", "Handler", "Overloaded", "Services", "StoreReader"]

@@ -1,0 +1,121 @@
+"""`sextant serve` as a user runs it: a process that prints how to reach it and its fingerprint."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+from click.testing import CliRunner
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from sextant.cli import cli
+from sextant.tls import certificate_facts, make_self_signed
+from tests.search_capsule.client import check
+from tests.wire_client import exchange
+
+
+def start_serve(data_dir: Path, *args: str) -> tuple[subprocess.Popen[str], int, str]:
+    command = [sys.executable, "-m", "sextant", "--data-dir", str(data_dir), "serve"]
+    process = subprocess.Popen(
+        [*command, "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    output = ""
+    while "SHA-256 fingerprint" not in output:
+        line = process.stdout.readline()
+        assert line, f"serve exited ({process.wait()}):\n{output}"
+        output += line
+    port = int(re.search(r"listening on 127\.0\.0\.1 port (\d+)", output).group(1))
+    fingerprint = re.search(r"SHA-256 fingerprint: ([0-9a-f]{64})", output).group(1)
+    return process, port, fingerprint
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGINT)
+    remaining, _ = process.communicate(timeout=20)
+    assert process.returncode == 130, remaining
+    return remaining
+
+
+def fingerprint_of(path: Path) -> str:
+    der = x509.load_pem_x509_certificate(path.read_bytes()).public_bytes(Encoding.DER)
+    return certificate_facts(der).fingerprint_sha256
+
+
+def fetch(port: int, url: str, sni: str = "localhost"):
+    line = url.encode() + b"\r\n"
+    return trio.run(lambda: exchange(("127.0.0.1", port), line, sni=sni))
+
+
+def test_serve_generates_a_certificate_once_and_reuses_it(tmp_path):
+    process, port, printed = start_serve(tmp_path)
+    try:
+        cert_file = tmp_path / "certs" / "localhost.crt"
+        assert printed == fingerprint_of(cert_file)
+        wire = fetch(port, f"gemini://localhost:{port}/")
+        assert check(wire).status == 20
+        assert certificate_facts(wire.peer_certificate).fingerprint_sha256 == printed
+        assert check(fetch(port, f"gemini://127.0.0.1:{port}/about")).status == 20
+        assert check(fetch(port, f"gemini://elsewhere.example:{port}/")).status == 53
+    finally:
+        assert "search capsule stopped" in stop(process)
+    again, _, reprinted = start_serve(tmp_path)
+    stop(again)
+    assert reprinted == printed
+
+
+def test_serve_with_the_operators_certificate(tmp_path):
+    cert_pem, key_pem = make_self_signed(["search.example"], key_type="rsa")
+    (tmp_path / "c.pem").write_bytes(cert_pem)
+    (tmp_path / "k.pem").write_bytes(key_pem)
+    args = ["--hostname", "search.example", "--cert", str(tmp_path / "c.pem")]
+    process, port, printed = start_serve(tmp_path / "data", *args, "--key", str(tmp_path / "k.pem"))
+    try:
+        assert printed == fingerprint_of(tmp_path / "c.pem")
+        reply = check(fetch(port, f"gemini://search.example:{port}/", sni="search.example"))
+        assert reply.status == 20
+    finally:
+        stop(process)
+    assert not (tmp_path / "data" / "certs").exists()
+
+
+def test_serve_refuses_unusable_settings_with_one_line(tmp_path):
+    runner = CliRunner()
+    cert_pem, _key_pem = make_self_signed(["a.example"])
+    other_cert, _ = make_self_signed(["b.example"])
+    (tmp_path / "c.pem").write_bytes(cert_pem)
+    (tmp_path / "other.pem").write_bytes(other_cert)
+    base = ["--data-dir", str(tmp_path / "d"), "serve"]
+    result = runner.invoke(cli, [*base, "--cert", str(tmp_path / "c.pem")])
+    assert result.exit_code == 1
+    assert "Error: give both --cert and --key" in result.output
+    result = runner.invoke(
+        cli, [*base, "--cert", str(tmp_path / "c.pem"), "--key", str(tmp_path / "other.pem")]
+    )
+    assert result.exit_code == 1
+    assert "Error: cannot" in result.output
+    result = runner.invoke(cli, [*base, "--cert", str(tmp_path / "missing.pem")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
+
+
+def test_serve_reports_a_busy_port(tmp_path):
+    process, port, _ = start_serve(tmp_path)
+    try:
+        result = CliRunner().invoke(
+            cli, ["--data-dir", str(tmp_path), "serve", "--port", str(port)]
+        )
+        assert result.exit_code == 1, result.output
+        assert f"Error: cannot listen on 127.0.0.1 port {port}" in result.output
+    finally:
+        stop(process)
