@@ -390,8 +390,8 @@ def _hit(fields: dict[str, Any], score: float, rank: float, text: str, terms: se
     url = fields["url"]
     title = fields.get("title")
     # A gemtext body usually opens with its title heading; the snippet should say more.
-    if title and text.startswith(title) and text[len(title) : len(title) + 1] in ("\n", ""):
-        text = text[len(title) :].lstrip()
+    if title and text.startswith(title) and text[len(title) : len(title) + 1] == "\n":
+        text = text[len(title) :].lstrip() or text
     return Hit(
         url=url,
         title=title,

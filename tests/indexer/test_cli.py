@@ -1,0 +1,100 @@
+"""`sextant index` and `sextant search` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sextant.cli import cli
+from sextant.store.migrate import open_store
+from tests.indexer.spaces import P, Space
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    engine = open_store(f"sqlite:///{tmp_path / 'sextant.db'}")
+    Space(engine).add(
+        {
+            "gemini://a.example/": P("# Gardening\nTomatoes and beans on the balcony."),
+            "gemini://a.example/beans.gmi": P("# Beans\nRunner beans climb.", size=20_000),
+            "gemini://b.example/": P("# Bread\nSourdough bread every week."),
+        }
+    )
+    engine.dispose()
+    return tmp_path
+
+
+def run(data_dir: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--data-dir", str(data_dir), *args])
+    return result.exit_code, result.output
+
+
+def test_index_then_search_as_text(data_dir: Path) -> None:
+    code, output = run(data_dir, "index")
+    assert code == 0, output
+    assert "full index: 3 pages indexed" in output
+    code, output = run(data_dir, "index")
+    # Pages stamped within the watermark's slack (seconds) are looked at again; harmless.
+    assert output.startswith("incremental index:")
+    assert "3 in the index" in output
+    code, output = run(data_dir, "search", "tomatoes")
+    assert code == 0, output
+    assert "1. Gardening" in output
+    assert "gemini://a.example/" in output
+    assert "**Tomatoes**" in output
+    assert "1 result · page 1 of 1" in output
+
+
+def test_search_json_output(data_dir: Path) -> None:
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", "--json", "--limit", "1", "beans")
+    assert code == 0, output
+    data = json.loads(output)
+    assert set(data) == {"total", "page", "results", "suggestion", "seconds"}
+    assert data["total"] == 2
+    assert data["page"] == 1
+    assert len(data["results"]) == 1
+    first = data["results"][0]
+    assert set(first) == {"url", "title", "snippet", "host", "mime", "lang", "size", "score"}
+    assert first["url"] == "gemini://a.example/beans.gmi"
+    assert first["size"] == 20_000
+    code, output = run(data_dir, "search", "--json", "--page", "2", "--limit", "1", "beans")
+    assert json.loads(output)["results"][0]["url"] == "gemini://a.example/"
+
+
+def test_search_words_join_and_suggestions_show(data_dir: Path) -> None:
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", "sourdugh", "bread")
+    assert code == 0
+    assert "no results" in output
+    assert "did you mean: sourdough bread" in output
+    code, output = run(data_dir, "search", "--json", "sourdugh")
+    assert json.loads(output)["suggestion"] == "sourdough"
+
+
+def test_index_json_report(data_dir: Path) -> None:
+    code, output = run(data_dir, "index", "--json", "--rebuild")
+    assert code == 0, output
+    report = json.loads(output)
+    assert report["mode"] == "full"
+    assert report["documents"] == 3
+
+
+def test_errors_are_one_line(data_dir: Path, tmp_path: Path) -> None:
+    code, output = run(data_dir, "search", "anything")
+    assert code == 1
+    assert output.strip() == (
+        f"Error: no index yet at {data_dir / 'index'}: run `sextant index` "
+        "(after `sextant crawl`) to build one"
+    )
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", '"unclosed')
+    assert code == 1
+    assert output.startswith("Error: unclosed quote")
+    assert "Traceback" not in output
+    code, output = run(data_dir, "search", "size:>lots")
+    assert code == 1
+    assert "size: expects" in output

@@ -1,0 +1,51 @@
+"""Snippets: the window with the most query terms, cut at word boundaries, words marked."""
+
+from __future__ import annotations
+
+from indexer.snippets import MARK_END, MARK_START, SNIPPET_CHARS, make_snippet
+
+
+def marked(word: str) -> str:
+    return f"{MARK_START}{word}{MARK_END}"
+
+
+def test_the_window_with_most_distinct_terms_wins() -> None:
+    filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 6
+    text = f"Tomatoes once. {filler} Tomatoes grow on my balcony in pots. {filler}"
+    snippet = make_snippet(text, {"tomato", "balconi"}, "en")
+    assert marked("balcony") in snippet
+    assert marked("Tomatoes") in snippet
+    assert snippet.startswith("…")
+    assert snippet.endswith("…")
+    assert len(snippet) <= SNIPPET_CHARS + 60
+
+
+def test_cuts_fall_between_words_and_whitespace_collapses() -> None:
+    text = "alpha beta\n\ngamma   delta " + "word " * 100
+    snippet = make_snippet(text, {"gamma"}, None)
+    assert snippet.startswith(f"alpha beta {marked('gamma')} delta word")
+    assert "  " not in snippet
+    assert "\n" not in snippet
+    assert snippet.endswith("word…")
+
+
+def test_no_match_gives_the_opening() -> None:
+    text = "An opening line.\nThen more text follows here. " * 20
+    snippet = make_snippet(text, {"absent"}, "en")
+    assert snippet.startswith("An opening line.")
+    assert MARK_START not in snippet
+
+
+def test_accents_and_stems_are_marked_in_the_page_language() -> None:
+    assert marked("Häuser") in make_snippet("Die Häuser sind alt.", {"haus"}, "de")
+    assert marked("crêpes") in make_snippet("Les crêpes sont bonnes.", {"crep"}, "fr")
+
+
+def test_cjk_marks_the_matched_substring() -> None:
+    snippet = make_snippet("今日の東京は晴れです。", {"東京"}, "ja")
+    assert marked("東京") in snippet
+    assert make_snippet("京都のお寺", {"お寺"}, None) == f"京都の{marked('お寺')}"
+
+
+def test_empty_text() -> None:
+    assert make_snippet("", {"x"}, None) == ""
