@@ -1,0 +1,116 @@
+"""``sextant show`` on a store filled by a real crawl, and ``sextant crawl``'s clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sextant.cli import cli
+from sextant.server import Response
+from tests.crawler.crawling import crawl
+from tests.gemini_server import ScriptedCapsule, gemtext
+
+
+def run_cli(tmp_path, *args):
+    runner = CliRunner()
+    return runner.invoke(
+        cli,
+        ["--data-dir", str(tmp_path), "--db-url", f"sqlite:///{tmp_path / 'store.db'}", *args],
+        catch_exceptions=False,
+    )
+
+
+async def test_show_prints_what_the_store_knows(tmp_path, capsules):
+    site = ScriptedCapsule("show.test")
+    site.routes(
+        {
+            "/": gemtext(
+                "# Welcome\nHello \x1b]0;pwned\x07 terminal.\n=> /about About us\n"
+                "=> /moved\n=> gopher://hole.test/ A hole\n",
+                lang="en",
+            ),
+            "/about": gemtext("# About\n=> / Home\n"),
+            "/moved": Response.redirect("/about"),
+        }
+    )
+    running = await capsules(site)
+    home = running["show.test"].url("/")
+    await crawl(tmp_path, running, home)
+
+    human = run_cli(tmp_path, "show", home)
+    assert human.exit_code == 0, human.output
+    text = human.output
+    assert text.splitlines()[0] == home
+    assert "20 text/gemini; charset=utf-8; lang=en" in text
+    assert "Welcome" in text
+    assert f"=> {running['show.test'].url('/about')} About us" in text
+    assert "=> gopher://hole.test/ A hole" in text
+    assert "inbound links   1" in text  # from /about
+    assert "\x1b" not in text
+    assert "\x07" not in text
+    assert "Hello \ufffd]0;pwned\ufffd terminal." in text
+
+    moved = run_cli(tmp_path, "show", "--no-body", running["show.test"].url("/moved"))
+    assert f"redirects to    {running['show.test'].url('/about')}" in moved.output
+
+    as_json = run_cli(tmp_path, "show", "--json", home, running["show.test"].url("/about"))
+    assert as_json.exit_code == 0
+    first, second = (json.loads(line) for line in as_json.output.splitlines())
+    for key in ("url", "status", "meta", "mime", "charset", "lang", "title", "body", "links"):
+        assert key in first
+    assert (first["url"], first["status"], first["mime"], first["lang"]) == (
+        home,
+        20,
+        "text/gemini",
+        "en",
+    )
+    assert first["title"] == "Welcome"
+    assert first["links"][0] == {
+        "url": running["show.test"].url("/about"),
+        "label": "About us",
+        "scheme": "gemini",
+    }
+    assert first["fetched_at"].endswith("Z")
+    assert second["title"] == "About"
+
+
+async def test_show_unknown_and_invalid_urls_fail_clearly(tmp_path, capsules):
+    site = ScriptedCapsule("known.test").route("/", gemtext("# Known\n"))
+    running = await capsules(site)
+    home = running["known.test"].url("/")
+    await crawl(tmp_path, running, home)
+
+    result = run_cli(tmp_path, "show", "--no-body", "gemini://unknown.test/", home)
+    assert result.exit_code == 1
+    assert "gemini://unknown.test/: not in the store" in result.output
+    assert home in result.output  # the known one is still shown
+
+    invalid = run_cli(tmp_path, "show", "https://web.test/")
+    assert invalid.exit_code == 1
+    assert "is not a gemini URL" in invalid.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--resolve", "nonsense"], "expected HOST:PORT:ADDRESS"),
+        (["--allow-host", "a/b"], "--allow-host 'a/b'"),
+        (["--seed", "http://web.test/"], "--seed 'http://web.test/'"),
+        (["--seeds", "missing-seeds.txt"], "does not exist"),
+    ],
+)
+def test_crawl_refuses_bad_options_with_a_clear_message(tmp_path, args, message):
+    result = run_cli(tmp_path, "crawl", "--quiet", *args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_crawl_with_nothing_to_do_says_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no seeds.txt here
+    result = run_cli(tmp_path, "crawl")
+    assert result.exit_code == 0
+    assert "Nothing to crawl" in result.output
+    assert "pages fetched" in result.output
