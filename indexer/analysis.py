@@ -116,8 +116,9 @@ class TermMaker:
     def term(self, word: str) -> str:
         """The term for a non-CJK word; ``""`` when the word is too long to be worth indexing."""
         cached = self._cache.get(word)
-        if cached is not None:
-            return cached
+        return cached if cached is not None else self._new_term(word)
+
+    def _new_term(self, word: str) -> str:
         if len(word) > MAX_WORD_CHARS:
             result = ""
         else:
@@ -129,16 +130,24 @@ class TermMaker:
         self._cache[word] = result
         return result
 
-    def positions(self, text: str) -> tuple[dict[str, list[int]], int]:
+    def positions(
+        self, text: str, seen: set[str] | None = None
+    ) -> tuple[dict[str, list[int]], int]:
         """Every term of ``text`` with its word positions, and the number of positions used.
 
         This is the indexing hot path: one regex pass, one dict lookup per word. CJK runs
         contribute a single character and a bigram at each position (see the module doc).
+        ``seen``, when given, collects the distinct words as written (for the spelling
+        vocabulary, so that it costs no second pass over the text).
         """
         found: dict[str, list[int]] = {}
-        term_of = self.term
+        cached = self._cache.get
+        new_term = self._new_term
         position = 0
-        for word in _WORD_RE.findall(text):
+        words = _WORD_RE.findall(text)
+        if seen is not None:
+            seen.update(words)
+        for word in words:
             if word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word):
                 for offset, char in enumerate(word):
                     found.setdefault(char, []).append(position + offset)
@@ -147,7 +156,9 @@ class TermMaker:
                         found.setdefault(pair, []).append(position + offset)
                 position += len(word)
                 continue
-            term = term_of(word)
+            term = cached(word)
+            if term is None:
+                term = new_term(word)
             if term:
                 poslist = found.get(term)
                 if poslist is None:
@@ -228,13 +239,23 @@ def query_variants(text: str, langs: tuple[str | None, ...] | None = None) -> se
     return variants
 
 
-def spelling_words(text: str) -> set[str]:
-    """Folded, unstemmed words worth offering as "did you mean" corrections."""
-    found: set[str] = set()
-    for word in _WORD_RE.findall(text):
-        if 3 <= len(word) <= 20 and word[0] < _CJK_FIRST and not word.isdigit():
-            found.add(fold(word))
-    return found
+def spelling_word(word: str) -> str | None:
+    """The folded form of a word (as :meth:`TermMaker.positions` collects them) when it is
+    worth offering as a "did you mean" correction: 3 to 20 letters, not a number, not CJK."""
+    if 3 <= len(word) <= 20 and word[0] < _CJK_FIRST and not word.isdigit():
+        return fold(word)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Analyzed:
+    """A text already turned into terms and positions (what a :class:`LangText` field indexes)."""
+
+    positions: dict[str, list[int]]
+
+
+def analyze(lang: str | None, text: str, seen: set[str] | None = None) -> Analyzed:
+    return Analyzed(term_maker(lang).positions(text, seen)[0])
 
 
 #: Detection reads this much text: enough for a confident answer, bounded cost per page.

@@ -18,10 +18,11 @@ Two ways, one result:
 Either way, link scores (:mod:`indexer.rank`) are recomputed from the whole graph (the parent
 process does that while the workers index) and the spelling vocabulary is updated.
 
-Whoosh notes, measured on this project's 2-core machine: the default writer spends about half
-of its time in the final commit (sorting and writing postings), and ``limitmb`` above 256 did
-not help; one writer per process with its own segment avoids both pickling documents to
-workers (what ``MpWriter`` does) and the single-threaded merge at the end.
+Whoosh notes, measured on this project's 2-core machine: Whoosh spends most of a build on
+postings; :mod:`indexer.writer` takes out the overheads that do not depend on the data, and
+sizes the posting pool so that it never spills to disk. One writer per process, each writing
+its own segment, avoids both pickling documents to workers (what ``MpWriter`` does) and a
+single-threaded merge at the end.
 """
 
 from __future__ import annotations
@@ -43,22 +44,26 @@ from sqlalchemy import Engine, func, select, true
 from sqlalchemy.sql.elements import ColumnElement
 from whoosh import index as whoosh_index
 from whoosh.index import TOC, FileIndex
-from whoosh.writing import SegmentWriter
 
 from indexer import location
-from indexer.analysis import detect_language, spelling_words
-from indexer.documents import INDEXED_STATES, documents_for, iter_pages
+from indexer.analysis import detect_language
+from indexer.documents import INDEXED_STATES, SPELLING_KEY, documents_for, iter_pages
 from indexer.rank import LinkScores, compute, hub_pages
 from indexer.schema import build_schema
 from indexer.spelling import Vocabulary
+from indexer.writer import TunedSegmentWriter
 from sextant.store import Run, make_engine, session_factory, utcnow
 from sextant.store.migrate import open_store
 from sextant.store.models import Page
 
 #: Below this many pages a full build runs in-process: starting workers costs more than it saves.
 PARALLEL_MIN_PAGES = 2000
-#: Whoosh's in-memory posting pool per writer before it spills sorted runs to disk.
-WRITER_LIMIT_MB = 256
+#: Memory for posting pools, as a share of physical memory, split among the workers and
+#: capped per writer. Spilling sorted runs to disk is the slow path (see indexer.writer); a
+#: 100,000-page build needs about 1.7 GB of pool per worker with two workers to avoid it.
+POOL_MEMORY_SHARE = 0.25
+MAX_WRITER_MB = 2048
+MIN_WRITER_MB = 64
 #: An incremental run that would touch more than this share of the index rebuilds instead.
 REBUILD_FRACTION = 0.5
 #: Subtracted from the run's start time: a crawler transaction that stamped updated_at before
@@ -74,8 +79,18 @@ Progress = Callable[[int, int], None]  # (pages done, pages to do)
 class _Options:
     procs: int | None
     progress: Progress | None
-    limitmb: int
+    limitmb: int | None  # per writer; None: from physical memory (see pool_limit_mb)
     watermark_slack: timedelta
+
+
+def pool_limit_mb(workers: int) -> int:
+    """The posting-pool size for each of ``workers`` writers."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return MIN_WRITER_MB * 4
+    share = int(physical * POOL_MEMORY_SHARE / max(workers, 1) / 2**20)
+    return max(MIN_WRITER_MB, min(MAX_WRITER_MB, share))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +116,7 @@ def run_index(
     rebuild: bool = False,
     procs: int | None = None,
     progress: Progress | None = None,
-    limitmb: int = WRITER_LIMIT_MB,
+    limitmb: int | None = None,
     watermark_slack: timedelta = WATERMARK_SLACK,
 ) -> IndexReport:
     """Index what changed in the store since the last run (or everything, with ``rebuild``)."""
@@ -126,7 +141,7 @@ def run_index(
 
 def _full_build(index_dir: Path, engine: Engine, db_url: str, options: _Options) -> IndexReport:
     started = utcnow()
-    progress, limitmb = options.progress, options.limitmb
+    progress = options.progress
     clock = time.perf_counter()
     generation = location.new_generation(index_dir)
     try:
@@ -137,7 +152,9 @@ def _full_build(index_dir: Path, engine: Engine, db_url: str, options: _Options)
             )
             hubs = frozenset(int(page_id) for page_id in hub_pages(connection))
         total = int(total or 0)
-        job = _Job(str(generation), db_url, _worker_count(options.procs, total), limitmb, hubs)
+        workers = _worker_count(options.procs, total)
+        limitmb = options.limitmb or pool_limit_mb(workers)
+        job = _Job(str(generation), db_url, workers, limitmb, hubs)
         rank_clock = 0.0
         if job.workers == 1:
             segment, vocabulary, count = _index_share(job, true(), progress, total)
@@ -254,7 +271,7 @@ def _index_share(
 ) -> tuple[Any, Vocabulary, int]:
     """Index the indexable pages matching ``where`` into one new, uncommitted segment."""
     ix = whoosh_index.open_dir(job.generation)
-    writer = SegmentWriter(ix, _lk=False, limitmb=job.limitmb)
+    writer = TunedSegmentWriter(ix, limitmb=job.limitmb, lock=False)
     vocabulary = Vocabulary()
     count = 0
     engine = make_engine(job.db_url)
@@ -263,7 +280,7 @@ def _index_share(
             for rows in iter_pages(connection, where, batch_size=BATCH_SIZE):
                 for document in documents_for(connection, rows, job.hubs):
                     writer.add_document(**document)
-                    vocabulary.add(_document_words(document))
+                    vocabulary.add(document[SPELLING_KEY])
                     count += 1
                 if _shared_done is not None:
                     with _shared_done.get_lock():
@@ -295,12 +312,6 @@ def _commit_segments(ix: FileIndex, segments: Sequence[Any]) -> None:
         lock.release()
 
 
-def _document_words(document: dict[str, Any]) -> set[str]:
-    title = document["title"][1]
-    body = document["body"][1]
-    return spelling_words(f"{title}\n{body}" if title else body)
-
-
 def _compute_scores(engine: Engine) -> LinkScores:
     with engine.connect() as connection:
         return compute(connection)
@@ -319,7 +330,8 @@ def _incremental(
 ) -> IndexReport:
     started = utcnow()
     clock = time.perf_counter()
-    progress, limitmb = options.progress, options.limitmb
+    progress = options.progress
+    limitmb = options.limitmb or pool_limit_mb(1)
     ix = whoosh_index.open_dir(str(generation))
     with engine.connect() as connection:
         changed = connection.execute(
@@ -349,7 +361,7 @@ def _incremental(
         return _full_build(index_dir, engine, db_url, options)
 
     vocabulary = Vocabulary.load(generation)
-    writer = ix.writer(limitmb=limitmb)
+    writer = TunedSegmentWriter(ix, limitmb=limitmb)
     count = 0
     try:
         for page_id in to_delete:
@@ -361,7 +373,7 @@ def _incremental(
                 for rows in iter_pages(connection, where, batch_size=BATCH_SIZE):
                     for document in documents_for(connection, rows, hubs):
                         writer.update_document(**document)
-                        vocabulary.add(_document_words(document))
+                        vocabulary.add(document[SPELLING_KEY])
                         count += 1
                 if progress is not None:
                     progress(min(start + len(chunk), len(to_index)), len(to_index))

@@ -30,11 +30,15 @@ from urllib.parse import unquote
 from sqlalchemy import Connection, Row, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from indexer.analysis import detect_language, fold, primary_language
+from indexer.analysis import analyze, detect_language, fold, primary_language
 from sextant import gemtext
 from sextant.errors import InvalidURL
 from sextant.store.models import Link, Page
 from sextant.urls import parse as parse_url
+
+#: Not a field: the document's distinct words as written, for the spelling vocabulary
+#: (Whoosh ignores keys starting with "_").
+SPELLING_KEY = "_spelling"
 
 #: Page states that have a document in the index.
 INDEXED_STATES = ("ok", "input")
@@ -166,15 +170,20 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         lang = detect_language(f"{title or ''}\n{body or prompt}")
     title = (title or "").strip()[:TITLE_MAX_CHARS] or None
     stored_title = title or (prompt.strip()[:TITLE_MAX_CHARS] or None)
+    # Title and body are analyzed here, once, collecting the words the spelling vocabulary
+    # needs on the way.
+    seen: set[str] = set()
+    title_terms = analyze(lang, title or "", seen)
+    body_terms = analyze(lang, body, seen)
     size = row.size
     group = row.content_hash or f"p{row.id}"
     return {
         "pid": str(row.id),
         "url": row.url,
-        "title": (lang, title or ""),
+        "title": title_terms,
         "_stored_title": stored_title,
         "headings": (lang, "\n".join(headings)),
-        "body": (lang, body),
+        "body": body_terms,
         "anchors": (lang, "\n".join(inbound.labels)),
         "prompt": (lang, prompt),
         "urlwords": (None, url_words(url.host, url.path, url.query)),
@@ -192,6 +201,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "group": group,
         "key": row.id,
         "fold": group_hash(group),
+        SPELLING_KEY: seen,
     }
 
 

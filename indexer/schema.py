@@ -12,18 +12,22 @@ they can be tuned without a rebuild.
 
 from __future__ import annotations
 
+import itertools
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
 from whoosh import columns, fields, formats
 
-from indexer.analysis import term_maker
+from indexer.analysis import Analyzed, term_maker
 
 
 class LangText(fields.FieldType):
-    """A text field analyzed in the document's language; its value is ``(lang, text)``.
+    """A text field analyzed in the document's language.
 
-    Positions are kept (phrase queries need them) unless ``positions=False``.
+    Its value is ``(lang, text)``, or an :class:`~indexer.analysis.Analyzed` when the
+    document builder has analyzed the text already. Positions are kept (phrase queries need
+    them) unless ``positions=False``.
     """
 
     def __init__(self, *, stored: bool = False, positions: bool = True) -> None:
@@ -36,12 +40,14 @@ class LangText(fields.FieldType):
         self.column_type = None
 
     def index(self, value: Any, **kwargs: Any) -> Iterator[tuple[bytes, int, float, bytes]]:
-        lang, text = value
-        found, _ = term_maker(lang).positions(text)
+        if isinstance(value, Analyzed):
+            found = value.positions
+        else:
+            lang, text = value
+            found, _ = term_maker(lang).positions(text)
         if isinstance(self.format, formats.Positions):
-            encode = self.format.encode
             for term, poslist in found.items():
-                yield term.encode("utf-8"), len(poslist), float(len(poslist)), encode(poslist)
+                yield term.encode("utf-8"), len(poslist), float(len(poslist)), _positions(poslist)
         else:
             pack = formats.pack_uint
             for term, poslist in found.items():
@@ -52,6 +58,20 @@ class LangText(fields.FieldType):
 
     def has_morph(self) -> bool:
         return False
+
+
+# Most terms occur once in a document, at a position below a few thousand: their encoded
+# posting value is looked up instead of built.
+_SINGLE_POSITION = [formats.Positions().encode([p]) for p in range(4096)]
+
+
+def _positions(poslist: list[int]) -> bytes:
+    """Exactly what ``whoosh.formats.Positions.encode`` writes, faster for the common cases."""
+    if len(poslist) == 1 and poslist[0] < 4096:
+        return _SINGLE_POSITION[poslist[0]]
+    deltas = [poslist[0]]
+    deltas.extend(b - a for a, b in itertools.pairwise(poslist))
+    return formats.pack_uint(len(deltas)) + pickle.dumps(deltas, 2)
 
 
 class Keywords(fields.FieldType):
@@ -111,8 +131,9 @@ def build_schema() -> fields.Schema:
         first_seen=fields.STORED(),
         fetched=fields.STORED(),
         inbound=fields.STORED(),
-        # Mirrors and duplicates share this key and are folded into one result.
-        group=fields.ID(stored=True),
+        # Mirrors and duplicates share this key and are folded into one result (through the
+        # ``fold`` column below; stored for people, not indexed: no query needs it).
+        group=fields.STORED(),
         # Per-document columns searchers load into arrays once per commit: the page id (to
         # look up link scores) and a 64-bit hash of ``group`` (to fold duplicates).
         key=fields.COLUMN(columns.NumericColumn("q")),

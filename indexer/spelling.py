@@ -24,6 +24,8 @@ from pathlib import Path
 from whoosh.automata.fsa import find_all_matches
 from whoosh.automata.lev import levenshtein_automaton
 
+from indexer.analysis import spelling_word
+
 VOCABULARY_FILE = "vocabulary.tsv"
 
 #: Words longer than this are not typed by people; they are not suggestion material.
@@ -50,18 +52,35 @@ def _within(words: list[str], word: str, max_distance: int) -> Iterator[tuple[in
 
 
 class Vocabulary:
-    """Word → number of documents containing it."""
+    """Word → number of documents containing it.
+
+    Documents are counted by their words as written (:meth:`add`, a C-speed ``Counter``
+    update per document); folding and filtering happen once per distinct word, when the
+    counts are first needed.
+    """
 
     def __init__(self, counts: Counter[str] | None = None) -> None:
-        self.counts: Counter[str] = counts if counts is not None else Counter()
+        self._counts: Counter[str] = counts if counts is not None else Counter()
+        self._raw: Counter[str] = Counter()
         self._sorted: list[str] | None = None
 
+    @property
+    def counts(self) -> Counter[str]:
+        if self._raw:
+            for word, count in self._raw.items():
+                folded = spelling_word(word)
+                if folded is not None:
+                    self._counts[folded] += count
+            self._raw.clear()
+            self._sorted = None
+        return self._counts
+
     def add(self, words: Iterable[str]) -> None:
-        """Count one document's distinct words."""
-        self.counts.update(words)
-        self._sorted = None
+        """Count one document's distinct words (as written)."""
+        self._raw.update(words)
 
     def merge(self, other: Counter[str]) -> None:
+        """Add counts of folded words (another worker's :attr:`counts`)."""
         self.counts.update(other)
         self._sorted = None
 
