@@ -23,9 +23,8 @@ import signal
 import ssl
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 from typing import IO
 
 import trio
@@ -49,6 +48,7 @@ from crawler.seeds import (
     read_seeds_file,
 )
 from crawler.writer import (
+    MAX_BATCH,
     MAX_REDIRECTS,
     Deferred,
     FetchRecord,
@@ -78,6 +78,22 @@ _ROBOTS_MAX_BYTES = 512 * 1024
 _CLAIM_INTERVAL = 0.05
 _IDLE_WAIT = 1.0
 _WARM_UP_TEXT = "The quick brown fox jumps over the lazy dog, again and again and again."
+
+
+@dataclass(slots=True)
+class _ClaimRequest:
+    """A claim on the frontier, run by the writer task between two batches.
+
+    SQLite has one write lock: a claim from another thread would wait for the writer's
+    transaction (and the writer for the claim) through SQLite's coarse busy-wait sleeps,
+    measured at a third of a second per claim. Taking turns on one thread costs nothing.
+    """
+
+    limit: int
+    per_capsule: int
+    exclude: frozenset[int]
+    done: trio.Event = field(default_factory=trio.Event)
+    result: Claim | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +156,7 @@ class Crawl:
             self.stderr, enabled=not options.quiet and self.stderr.isatty()
         )
         self.fetch_log = FetchLog(options.log_file)
-        self._send: trio.MemorySendChannel[Message] | None = None
+        self._send: trio.MemorySendChannel[Message | _ClaimRequest] | None = None
         self._held: set[int] = set()  # leased rows this run will not touch (outside hosts)
         self._in_flight = 0
         self._pending_writes = 0
@@ -157,7 +173,9 @@ class Crawl:
 
     async def run(self) -> CrawlSummary:
         run_id = await trio.to_thread.run_sync(self._prepare)
-        send, receive = trio.open_memory_channel[Message](self.options.concurrency * 4)
+        send, receive = trio.open_memory_channel[Message | _ClaimRequest](
+            self.options.concurrency * 4
+        )
         self._send = send
         try:
             async with trio.open_nursery() as outer:
@@ -217,6 +235,8 @@ class Crawl:
         stats.new_pages = self.writer.stats.new_pages
         stats.enqueued = self.writer.stats.enqueued
         stats.certificate_events = self.writer.stats.certificate_events
+        stats.writer_cpu = self.writer.stats.seconds
+        stats.writer_transactions = self.writer.stats.transactions
         left = self.frontier.size()
         figures = stats.as_dict()
         figures["frontier_left"] = left
@@ -284,14 +304,12 @@ class Crawl:
                     options.window_per_capsule, options.window_per_address
                 )
                 self.scheduler.prune()
-                claim = await trio.to_thread.run_sync(
-                    partial(
-                        self.frontier.claim,
-                        room,
-                        per_capsule=options.window_per_capsule,
-                        exclude=saturated,
-                    )
-                )
+                request = _ClaimRequest(room, options.window_per_capsule, frozenset(saturated))
+                assert self._send is not None
+                await self._send.send(request)
+                await request.done.wait()
+                claim = request.result
+                assert claim is not None
                 claimed = len(claim.items)
                 await self._accept(claim)
                 if (
@@ -390,22 +408,43 @@ class Crawl:
             self._pending_writes -= 1
             raise
 
-    async def _write_loop(self, receive: trio.MemoryReceiveChannel[Message]) -> None:
+    async def _write_loop(
+        self, receive: trio.MemoryReceiveChannel[Message | _ClaimRequest]
+    ) -> None:
         async with receive:
             while True:
                 try:
                     batch = [await receive.receive()]
                 except trio.EndOfChannel:
                     return
-                while len(batch) < 64:
+                while len(batch) < MAX_BATCH:
                     try:
                         batch.append(receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await trio.to_thread.run_sync(self.writer.commit, batch)
-                self._pending_writes -= len(batch)
-                self._commits += 1
+                await trio.to_thread.run_sync(self._store, batch)
+                writes = sum(1 for message in batch if not isinstance(message, _ClaimRequest))
+                self._pending_writes -= writes
+                if writes:
+                    self._commits += 1
+                for message in batch:
+                    if isinstance(message, _ClaimRequest):
+                        message.done.set()
                 self._pulse()
+
+    def _store(self, batch: list[Message | _ClaimRequest]) -> None:
+        """Writes and claims in the order they were sent, on the writer's thread."""
+        pending: list[Message] = []
+        for message in batch:
+            if isinstance(message, _ClaimRequest):
+                self.writer.commit(pending)
+                pending = []
+                message.result = self.frontier.claim(
+                    message.limit, per_capsule=message.per_capsule, exclude=message.exclude
+                )
+            else:
+                pending.append(message)
+        self.writer.commit(pending)
 
     def _pulse(self) -> None:
         self._activity.set()

@@ -22,7 +22,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Update, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Update,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
 
 from sextant.store import Capsule, FrontierEntry, Page, utcnow
 from sextant.urls import GeminiURL, scope_of
@@ -329,6 +340,32 @@ class PageRef:
     state: str
     fetched_at: datetime | None
     depth: int
+    queued: bool  # has a frontier row
+
+
+# Statements the writer runs for nearly every page, built once: SQLAlchemy then skips
+# rebuilding and re-keying them, which measured ~5x cheaper per execution (15 us vs 72 us).
+_FIND_PAGES = (
+    select(
+        PAGES.c.id,
+        PAGES.c.url,
+        PAGES.c.capsule_id,
+        PAGES.c.state,
+        PAGES.c.fetched_at,
+        PAGES.c.depth,
+        FRONTIER.c.id.label("frontier_id"),
+    )
+    .outerjoin(FRONTIER, FRONTIER.c.page_id == PAGES.c.id)
+    .where(PAGES.c.url.in_(bindparam("urls", expanding=True)))
+)
+_INSERT_PAGES = insert(PAGES).returning(PAGES.c.id, PAGES.c.url, sort_by_parameter_order=True)
+_INSERT_FRONTIER = insert(FRONTIER)
+_FIND_CAPSULES = select(CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port).where(
+    CAPSULES.c.host.in_(bindparam("hosts", expanding=True))
+)
+_INSERT_CAPSULES = insert(CAPSULES).returning(
+    CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port, sort_by_parameter_order=True
+)
 
 
 class CapsuleIds:
@@ -350,20 +387,13 @@ class CapsuleIds:
         if not missing:
             return
         for chunk in _chunks(missing, 200):
-            hosts = {host for host, _ in chunk}
-            rows = conn.execute(
-                select(CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port).where(
-                    CAPSULES.c.host.in_(hosts)
-                )
-            )
+            rows = conn.execute(_FIND_CAPSULES, {"hosts": sorted({host for host, _ in chunk})})
             for row in rows:
                 self._ids[(row.host, row.port)] = row.id
         new = [key for key in missing if key not in self._ids]
         if new:
             rows = conn.execute(
-                insert(CAPSULES).returning(
-                    CAPSULES.c.id, CAPSULES.c.host, CAPSULES.c.port, sort_by_parameter_order=True
-                ),
+                _INSERT_CAPSULES,
                 [
                     {
                         "host": host,
@@ -385,19 +415,15 @@ class CapsuleIds:
 def find_pages(conn: Connection, urls: Collection[str]) -> dict[str, PageRef]:
     found: dict[str, PageRef] = {}
     for chunk in _chunks(list(urls)):
-        rows = conn.execute(
-            select(
-                PAGES.c.id,
-                PAGES.c.url,
-                PAGES.c.capsule_id,
-                PAGES.c.state,
-                PAGES.c.fetched_at,
-                PAGES.c.depth,
-            ).where(PAGES.c.url.in_(chunk))
-        )
-        for row in rows:
+        for row in conn.execute(_FIND_PAGES, {"urls": chunk}):
             found[row.url] = PageRef(
-                row.id, row.url, row.capsule_id, row.state, row.fetched_at, row.depth
+                row.id,
+                row.url,
+                row.capsule_id,
+                row.state,
+                row.fetched_at,
+                row.depth,
+                row.frontier_id is not None,
             )
     return found
 
@@ -432,23 +458,12 @@ def insert_pages(
         for page in pages
     ]
     refs: dict[str, PageRef] = {}
-    result = conn.execute(
-        insert(PAGES).returning(PAGES.c.id, PAGES.c.url, sort_by_parameter_order=True), rows
-    )
+    result = conn.execute(_INSERT_PAGES, rows)
     for row, values in zip(result, rows, strict=True):
         refs[row.url] = PageRef(
-            row.id, row.url, values["capsule_id"], values["state"], None, values["depth"]
+            row.id, row.url, values["capsule_id"], values["state"], None, values["depth"], False
         )
     return refs
-
-
-def in_frontier(conn: Connection, page_ids: Collection[int]) -> set[int]:
-    present: set[int] = set()
-    for chunk in _chunks(list(page_ids)):
-        present.update(
-            conn.execute(select(FRONTIER.c.page_id).where(FRONTIER.c.page_id.in_(chunk))).scalars()
-        )
-    return present
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,7 +481,7 @@ def enqueue(conn: Connection, entries: Sequence[Enqueue], due_at: datetime) -> N
     if not entries:
         return
     conn.execute(
-        insert(FRONTIER),
+        _INSERT_FRONTIER,
         [
             {
                 "page_id": entry.page_id,

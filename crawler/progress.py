@@ -35,6 +35,8 @@ class CrawlStats:
     new_pages: int = 0
     enqueued: int = 0
     stop_reason: str = ""
+    writer_cpu: float = 0.0  # seconds of CPU the single writer used
+    writer_transactions: int = 0
 
     @property
     def requests(self) -> int:
@@ -68,6 +70,8 @@ class CrawlStats:
             "new_pages": self.new_pages,
             "enqueued": self.enqueued,
             "stop_reason": self.stop_reason,
+            "writer_cpu_seconds": round(self.writer_cpu, 3),
+            "writer_transactions": self.writer_transactions,
         }
 
 

@@ -26,7 +26,6 @@ from crawler.frontier import (
     NewPage,
     enqueue,
     find_pages,
-    in_frontier,
     insert_pages,
 )
 from sextant.errors import ConfigError, InvalidURL
@@ -89,14 +88,13 @@ def enqueue_seeds(
         url = parse(seed)
         wanted.setdefault(str(url), url)
     known = find_pages(conn, wanted.keys())
-    queued = in_frontier(conn, [ref.id for ref in known.values()])
     outcomes: list[SeedOutcome] = []
     fresh: list[NewPage] = []
     admitted: set[str] = set()
     queue: list[Enqueue] = []
     for text, url in wanted.items():
         ref = known.get(text)
-        if ref is not None and ref.id in queued:
+        if ref is not None and ref.queued:
             outcomes.append(SeedOutcome(text, "already queued"))
             continue
         if ref is not None and ref.fetched_at is not None:

@@ -18,12 +18,25 @@ Timestamps are the writer's ``utcnow()`` at commit time, except the attempt star
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, and_, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.admission import ADMITTED, EXCLUDED, Admission
@@ -42,7 +55,6 @@ from crawler.frontier import (
     PageRef,
     enqueue,
     find_pages,
-    in_frontier,
     insert_pages,
     recrawl_interval,
 )
@@ -60,6 +72,63 @@ CERT_EVENTS = CertificateEvent.__table__
 
 MAX_REDIRECTS = 5  # Gemini spec §3.2.3 (v0.16.1: "no more than 5")
 MAX_BATCH = 64
+
+# The statements of the hot path, built once (see frontier._FIND_PAGES for why).
+_SELECT_PAGE = select(
+    PAGES.c.id,
+    PAGES.c.url,
+    PAGES.c.capsule_id,
+    PAGES.c.scope,
+    PAGES.c.depth,
+    PAGES.c.state,
+    PAGES.c.status,
+    PAGES.c.meta,
+    PAGES.c.title,
+    PAGES.c.lang,
+    PAGES.c.content_hash,
+    PAGES.c.redirect_target,
+    PAGES.c.duplicate_of_id,
+    PAGES.c.fetched_at,
+    PAGES.c.next_crawl_at,
+    PAGES.c.change_count,
+    PAGES.c.consecutive_failures,
+).where(PAGES.c.id == bindparam("pid"))
+_UPDATE_PAGE = update(PAGES).where(PAGES.c.id == bindparam("pid"))  # SET from the parameters
+_TOUCH_PAGES = (
+    update(PAGES)
+    .where(PAGES.c.id.in_(bindparam("ids", expanding=True)))
+    .values(updated_at=bindparam("now"))
+)
+# Any page with the same body; content_hash is only kept on pages with content. (A
+# condition on state here made SQLite pick the state index and scan every ok page.)
+_FIRST_WITH_HASH = select(func.min(PAGES.c.id)).where(
+    PAGES.c.content_hash == bindparam("hash"), PAGES.c.id != bindparam("pid")
+)
+_REDIRECT_OF = select(PAGES.c.state, PAGES.c.redirect_target).where(PAGES.c.url == bindparam("url"))
+_SELECT_LINKS = select(
+    LINKS.c.target_url,
+    LINKS.c.target_id,
+    LINKS.c.label,
+    LINKS.c.position,
+    LINKS.c.first_seen_at,
+).where(LINKS.c.source_id == bindparam("sid"))
+_DELETE_LINKS = delete(LINKS).where(LINKS.c.source_id == bindparam("sid"))
+_INSERT_LINKS = insert(LINKS)
+_INSERT_ATTEMPT = insert(ATTEMPTS)
+_UPDATE_CAPSULE = update(CAPSULES).where(CAPSULES.c.id == bindparam("cid"))
+_DELETE_ROW = delete(FRONTIER).where(FRONTIER.c.id == bindparam("fid"))
+_DELETE_ROWS = delete(FRONTIER).where(FRONTIER.c.id.in_(bindparam("ids", expanding=True)))
+_RETRY_ROW = (
+    update(FRONTIER)
+    .where(FRONTIER.c.id == bindparam("fid"))
+    .values(
+        due_at=bindparam("due"),
+        attempts=FRONTIER.c.attempts + 1,
+        priority=PRIORITY_RETRY,
+        lease_owner=None,
+        leased_until=None,
+    )
+)
 
 # States that have no content of their own: a page that becomes one of these loses its
 # body and outbound links (a 51 page links nowhere any more).
@@ -146,7 +215,7 @@ class WriterStats:
     new_pages: int = 0
     enqueued: int = 0
     certificate_events: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # CPU time of the writer thread
     events: list[str] = field(default_factory=list)
 
 
@@ -162,15 +231,24 @@ class Writer:
         self.stats = WriterStats()
         # Pinned certificate per capsule, to judge TOFU without a query per page.
         self._pins: dict[int, tuple[str | None, datetime | None]] = {}
+        # Gathered during a transaction, written at its end (see _transaction).
+        self._attempts: list[dict[str, object]] = []
+        self._finished: list[int] = []
+        self._capsule_facts: dict[int, dict[str, object]] = {}
 
     def commit(self, batch: Sequence[Message]) -> None:
         """Store a batch in one transaction; on failure, each message alone."""
         if not batch:
             return
+        started = time.thread_time()
         try:
-            with self.engine.begin() as conn:
-                for message in batch:
-                    self._apply(conn, message)
+            self._commit(batch)
+        finally:
+            self.stats.seconds += time.thread_time() - started
+
+    def _commit(self, batch: Sequence[Message]) -> None:
+        try:
+            self._transaction(batch)
             self.stats.transactions += 1
             self.stats.messages += len(batch)
             return
@@ -183,14 +261,30 @@ class Writer:
             self._forget()
         for message in batch:
             try:
-                with self.engine.begin() as conn:
-                    self._apply(conn, message)
+                self._transaction([message])
                 self.stats.transactions += 1
                 self.stats.messages += 1
                 self.stats.retried_alone += 1
             except SQLAlchemyError as exc:
                 self._forget()
                 self._give_up(message, exc)
+
+    def _transaction(self, batch: Sequence[Message]) -> None:
+        """One transaction. Rows every page adds alike (its fetch attempt, the removal of
+        its frontier row, its capsule's latest facts) are gathered and written once per
+        batch: a statement per batch instead of per page, same atomicity."""
+        self._attempts = []
+        self._finished = []
+        self._capsule_facts = {}
+        with self.engine.begin() as conn:
+            for message in batch:
+                self._apply(conn, message)
+            if self._attempts:
+                conn.execute(_INSERT_ATTEMPT, self._attempts)
+            for start in range(0, len(self._finished), 500):
+                conn.execute(_DELETE_ROWS, {"ids": self._finished[start : start + 500]})
+            for capsule_id, values in self._capsule_facts.items():
+                conn.execute(_UPDATE_CAPSULE, {"cid": capsule_id, **values})
 
     # --- dispatch --------------------------------------------------------------------------
 
@@ -238,29 +332,9 @@ class Writer:
     def _apply_fetch(self, conn: Connection, record: FetchRecord) -> None:
         now = utcnow()
         item = record.item
-        page = conn.execute(
-            select(
-                PAGES.c.id,
-                PAGES.c.url,
-                PAGES.c.capsule_id,
-                PAGES.c.scope,
-                PAGES.c.depth,
-                PAGES.c.state,
-                PAGES.c.status,
-                PAGES.c.meta,
-                PAGES.c.title,
-                PAGES.c.lang,
-                PAGES.c.content_hash,
-                PAGES.c.redirect_target,
-                PAGES.c.duplicate_of_id,
-                PAGES.c.fetched_at,
-                PAGES.c.next_crawl_at,
-                PAGES.c.change_count,
-                PAGES.c.consecutive_failures,
-            ).where(PAGES.c.id == item.page_id)
-        ).one_or_none()
+        page = conn.execute(_SELECT_PAGE, {"pid": item.page_id}).one_or_none()
         if page is None:  # deleted while we fetched it
-            conn.execute(delete(FRONTIER).where(FRONTIER.c.id == item.id))
+            conn.execute(_DELETE_ROW, {"fid": item.id})
             return
         url = parse(page.url)
         # A header followed by a failure (a drip cut mid-body, a 2x whose meta is no MIME
@@ -332,21 +406,21 @@ class Writer:
             values["next_crawl_at"] = now + interval
         if _visible_change(page, values):
             values["updated_at"] = now
-        conn.execute(update(PAGES).where(PAGES.c.id == page.id).values(**values))
+        conn.execute(_UPDATE_PAGE, {"pid": page.id, **values})
 
-        conn.execute(
-            insert(ATTEMPTS).values(
-                page_id=page.id,
-                started_at=record.started_at,
-                duration=record.duration,
-                address=record.address,
-                status=record.status,
-                meta=record.meta,
-                error_kind=values["error_kind"],
-                error_message=values["error_message"],
-                bytes_read=record.bytes_read,
-                possibly_truncated=record.possibly_truncated,
-            )
+        self._attempts.append(
+            {
+                "page_id": page.id,
+                "started_at": record.started_at,
+                "duration": record.duration,
+                "address": record.address,
+                "status": record.status,
+                "meta": record.meta,
+                "error_kind": values["error_kind"],
+                "error_message": values["error_message"],
+                "bytes_read": record.bytes_read,
+                "possibly_truncated": record.possibly_truncated,
+            }
         )
         self._update_capsule(
             conn,
@@ -360,19 +434,9 @@ class Writer:
             tls_version=record.tls_version,
         )
         if record.retry_at is not None:
-            conn.execute(
-                update(FRONTIER)
-                .where(FRONTIER.c.id == item.id)
-                .values(
-                    due_at=record.retry_at,
-                    attempts=FRONTIER.c.attempts + 1,
-                    priority=PRIORITY_RETRY,
-                    lease_owner=None,
-                    leased_until=None,
-                )
-            )
+            conn.execute(_RETRY_ROW, {"fid": item.id, "due": record.retry_at})
         else:
-            conn.execute(delete(FRONTIER).where(FRONTIER.c.id == item.id))
+            self._finished.append(item.id)
         if record.parked_until is not None:
             self._defer_capsule(conn, page.capsule_id, record.parked_until)
 
@@ -419,11 +483,7 @@ class Writer:
         )
         page_id = page.id
         original = conn.execute(
-            select(func.min(PAGES.c.id)).where(
-                PAGES.c.content_hash == content.content_hash,
-                PAGES.c.id != page_id,
-                PAGES.c.state == "ok",
-            )
+            _FIRST_WITH_HASH, {"hash": content.content_hash, "pid": page_id}
         ).scalar_one()
         first = original is None or original > page_id
         values["duplicate_of_id"] = None if first else original
@@ -443,15 +503,10 @@ class Writer:
         bump ``updated_at`` of targets whose inbound anchors changed (the indexer's
         watermark then picks up their new or lost anchor text)."""
         page_id: int = page.id
-        old = conn.execute(
-            select(
-                LINKS.c.target_url,
-                LINKS.c.target_id,
-                LINKS.c.label,
-                LINKS.c.position,
-                LINKS.c.first_seen_at,
-            ).where(LINKS.c.source_id == page_id)
-        ).all()
+        # A page never fetched has no links yet: one query saved per new page.
+        old = [] if page.fetched_at is None else conn.execute(_SELECT_LINKS, {"sid": page_id}).all()
+        if not old and not links:
+            return
         new_triples = [(link.url, link.label, link.position) for link in links]
         if sorted(new_triples) == sorted((row.target_url, row.label, row.position) for row in old):
             return
@@ -465,11 +520,12 @@ class Writer:
                 except InvalidURL:
                     continue
         depth = page.depth + 1
-        targets = self._ensure_targets(conn, gemini, depth, now, reason="link")
+        targets, created = self._ensure_targets(conn, gemini, depth, now, reason="link")
+        unfetched = {ref.id for ref in targets.values() if ref.fetched_at is None}
 
         source_scope = scope_of(url)
         if old:
-            conn.execute(delete(LINKS).where(LINKS.c.source_id == page_id))
+            conn.execute(_DELETE_LINKS, {"sid": page_id})
         rows = []
         for link in links:
             target = targets.get(link.url)
@@ -487,7 +543,7 @@ class Writer:
                 }
             )
         if rows:
-            conn.execute(insert(LINKS), rows)
+            conn.execute(_INSERT_LINKS, rows)
 
         before: dict[int, set[str]] = {}
         for row in old:
@@ -497,17 +553,18 @@ class Writer:
         for row in rows:
             if row["target_id"] is not None:
                 after.setdefault(row["target_id"], set()).add(row["label"])
+        # Only pages the index may hold need to know: one never fetched has nothing
+        # indexed yet (created just now, it carries updated_at = now anyway).
         touched = [
             target
             for target in before.keys() | after.keys()
-            if before.get(target) != after.get(target) and target != page_id
+            if before.get(target) != after.get(target)
+            and target != page_id
+            and target not in created
+            and target not in unfetched
         ]
         for start in range(0, len(touched), 500):
-            conn.execute(
-                update(PAGES)
-                .where(PAGES.c.id.in_(touched[start : start + 500]))
-                .values(updated_at=now)
-            )
+            conn.execute(_TOUCH_PAGES, {"ids": touched[start : start + 500], "now": now})
 
     def _ensure_targets(
         self,
@@ -518,11 +575,11 @@ class Writer:
         *,
         reason: str,
         redirects: int = 0,
-    ) -> dict[str, PageRef]:
+    ) -> tuple[dict[str, PageRef], set[int]]:
         """Pages for link (or redirect) targets, created when new; frontier rows for those
-        never fetched, not queued yet, and admitted."""
+        never fetched, not queued yet, and admitted. Returns the refs and the created ids."""
         if not targets:
-            return {}
+            return {}, set()
         refs = find_pages(conn, targets.keys())
         fresh: list[NewPage] = []
         admitted: set[str] = set()
@@ -538,12 +595,13 @@ class Writer:
                     admitted.add(text)
         # Known pages never fetched and not queued: from a run with other limits, or outside
         # --allow-host then; they get their chance now if this run admits them.
-        waiting = [ref for ref in refs.values() if ref.state == "new" and ref.fetched_at is None]
-        queued = in_frontier(conn, [ref.id for ref in waiting]) if waiting else set()
+        waiting = [
+            ref
+            for ref in refs.values()
+            if ref.state == "new" and ref.fetched_at is None and not ref.queued
+        ]
         queue: list[Enqueue] = []
         for ref in waiting:
-            if ref.id in queued:
-                continue
             # Already in the store, so already counted against the caps: only the static
             # checks (host, depth, rules) apply.
             if self.admission.static(targets[ref.url], depth).admitted:
@@ -558,7 +616,7 @@ class Writer:
         )
         enqueue(conn, queue, now)
         self.stats.enqueued += len(queue)
-        return refs
+        return refs, {ref.id for ref in created.values()}
 
     @staticmethod
     def _entry(ref: PageRef, depth: int, reason: str, redirects: int) -> Enqueue:
@@ -621,9 +679,7 @@ class Writer:
     def _leads_back(conn: Connection, target: str, origin: str) -> bool:
         current = target
         for _ in range(MAX_REDIRECTS + 1):
-            row = conn.execute(
-                select(PAGES.c.state, PAGES.c.redirect_target).where(PAGES.c.url == current)
-            ).one_or_none()
+            row = conn.execute(_REDIRECT_OF, {"url": current}).one_or_none()
             if row is None or row.redirect_target is None or row.state not in ("redirect", "error"):
                 return False
             if row.redirect_target == origin:
@@ -657,7 +713,7 @@ class Writer:
             values["last_success_at"] = now
         if certificate is not None:
             values.update(self._judge_certificate(conn, capsule_id, certificate, tls_version, now))
-        conn.execute(update(CAPSULES).where(CAPSULES.c.id == capsule_id).values(**values))
+        self._capsule_facts.setdefault(capsule_id, {}).update(values)
 
     def _judge_certificate(
         self,

@@ -512,3 +512,29 @@ async def test_inbox_seeds_are_processed_and_log_file_written(tmp_path, capsules
     assert {"url", "status", "seconds", "robots"} <= set(lines[0])
     assert {line["url"] for line in lines if not line["robots"]} >= {running["inbox.test"].url("/")}
     assert TEST_DELAY > 0
+
+
+async def test_a_failing_capsule_backs_off_and_is_parked(tmp_path, capsules):
+    flaky = ScriptedCapsule("flaky.test")
+    flaky.route("/", gemtext("# Home\n=> /a\n=> /b\n=> /c\n=> /d\n"))
+    for path in ("/a", "/b", "/c", "/d"):
+        flaky.route(path, hang_up())
+    running = await capsules(flaky)
+    result = await crawl(
+        tmp_path,
+        running,
+        running["flaky.test"].url("/"),
+        politeness=(("park_after", 2), ("failure_pause_cap", 0.2)),
+    )
+    # Two connection-level failures in a row: parked, the other pages not even asked.
+    failed = [path for path in flaky.paths if path in ("/a", "/b", "/c", "/d")]
+    assert len(failed) == 2
+    first, second = (hit.at for hit in flaky.requests if hit.path in failed)
+    assert second - first >= 0.2  # backed off (2 x delay, capped at 0.2 s here)
+    capsule = result.capsule("flaky.test")
+    assert capsule.consecutive_failures == 2
+    assert capsule.parked_until > utcnow() + timedelta(minutes=50)
+    waiting = result.frontier()
+    assert len(waiting) == 4
+    assert all(entry.due_at >= capsule.parked_until for entry in waiting.values())
+    assert result.summary.stats["parked_capsules"] == 1
