@@ -22,6 +22,7 @@ import math
 import signal
 import ssl
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -190,7 +191,10 @@ class Crawl:
 
     async def _crawl(self) -> None:
         async with trio.open_nursery() as helpers:
-            helpers.start_soon(self._watch_signals)
+            if threading.current_thread() is threading.main_thread():
+                # Signals reach only the main thread; an embedding caller elsewhere stops
+                # the crawl by cancelling it instead.
+                helpers.start_soon(self._watch_signals)
             helpers.start_soon(self._renew_leases)
             helpers.start_soon(self._read_inbox)
             if self.display.enabled:
@@ -317,10 +321,11 @@ class Crawl:
                     and self.scheduler.queued == 0
                     and self._in_flight == 0
                     and self._pending_writes == 0
-                    and commits == self._commits
                 ):
-                    self.stop("nothing left to fetch: finished")
-                    return
+                    if commits == self._commits:
+                        self.stop("nothing left to fetch: finished")
+                        return
+                    continue  # something was stored meanwhile: look again at once
                 if claimed > 0:
                     continue
             event = self._activity
