@@ -35,6 +35,14 @@ from crawler.admission import EXCLUDED, OUTSIDE, Admission, load_exclusions
 from crawler.content import analyse, decode, detect_language
 from crawler.fetch import FetchLimits, FetchResult, fetch
 from crawler.frontier import Claim, Frontier, FrontierItem
+from crawler.messages import (
+    MAX_REDIRECTS,
+    Deferred,
+    FetchRecord,
+    Message,
+    RobotsRecord,
+    Skipped,
+)
 from crawler.options import CrawlOptions
 from crawler.politeness import HostSlot, PolitenessRules, Scheduler
 from crawler.progress import CrawlStats, FetchLog, StatusDisplay, status_line, summary_table
@@ -48,16 +56,7 @@ from crawler.seeds import (
     process_inbox,
     read_seeds_file,
 )
-from crawler.writer import (
-    MAX_BATCH,
-    MAX_REDIRECTS,
-    Deferred,
-    FetchRecord,
-    Message,
-    RobotsRecord,
-    Skipped,
-    Writer,
-)
+from crawler.writer import MAX_BATCH, Writer
 from sextant.config import Settings
 from sextant.errors import ConfigError, ConnectFailed, FetchError, InvalidURL
 from sextant.protocol import Family, slow_down_seconds
