@@ -23,6 +23,7 @@ from sextant.store import (
     Run,
     make_engine,
 )
+from sextant.store.migrate import upgrade
 
 # Short enough that a hostile capsule costs a test a second at most.
 TEST_LIMITS = (
@@ -85,13 +86,17 @@ class Crawled:
             return list(session.scalars(select(Run).order_by(Run.id)))
 
 
-def settings_for(tmp_path: Path) -> Settings:
-    return Settings.load(data_dir=tmp_path, db_url=f"sqlite:///{tmp_path / 'store.db'}")
+def settings_for(tmp_path: Path, db_url: str | None = None) -> Settings:
+    return Settings.load(data_dir=tmp_path, db_url=db_url or f"sqlite:///{tmp_path / 'store.db'}")
 
 
-async def crawl(tmp_path: Path, running: Any, *seeds: str, **overrides: Any) -> Crawled:
+async def crawl(
+    tmp_path: Path, running: Any, *seeds: str, db_url: str | None = None, **overrides: Any
+) -> Crawled:
     """Crawl ``seeds`` with every running capsule pinned, a tiny delay and short limits."""
-    settings = settings_for(tmp_path)
+    settings = settings_for(tmp_path, db_url)
+    if db_url is not None:
+        upgrade(make_engine(db_url))  # PostgreSQL is never migrated implicitly
     options: dict[str, Any] = {
         "seeds": seeds,
         "resolve": tuple(running.resolve_args),

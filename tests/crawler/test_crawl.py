@@ -38,14 +38,14 @@ def once_each(capsule: ScriptedCapsule) -> None:
     assert all(count == 1 for count in counts.values()), counts.most_common(3)
 
 
-async def test_a_site_is_crawled_completely_once_and_recorded(tmp_path, capsules):
+async def test_a_site_is_crawled_completely_once_and_recorded(tmp_path, capsules, db_url):
     site = ScriptedCapsule("site.test")
     site.routes(synthetic_site(25, links_per_page=4, seed=3))
     site.route("/robots.txt", ROBOTS_ALLOW_ALL)
     site.route("/about", gemtext("# About\nGeminispace link: => not a link\n=> / Home\n"))
     running = await capsules(site)
     home = running["site.test"].url("/")
-    result = await crawl(tmp_path, running, home, running["site.test"].url("/about"))
+    result = await crawl(tmp_path, running, home, running["site.test"].url("/about"), db_url=db_url)
 
     # robots.txt first, then every page exactly once.
     assert site.paths[0] == "/robots.txt"
