@@ -192,6 +192,15 @@ class Word:
     cjk: bool
 
 
+def word_matches(text: str) -> Iterator[re.Match[str]]:
+    """The words of ``text`` as regex matches (the cheapest form with offsets)."""
+    return _WORD_RE.finditer(text)
+
+
+def is_cjk(word: str) -> bool:
+    return word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word) is not None
+
+
 def words(text: str) -> Iterator[Word]:
     """The words of ``text`` with their character offsets, as indexing splits them."""
     for match in _WORD_RE.finditer(text):
@@ -214,16 +223,25 @@ def cjk_sequence(run: str, *, followed: bool = False) -> tuple[str, ...]:
 
 
 def query_variants(text: str, langs: tuple[str | None, ...] | None = None) -> set[tuple[str, ...]]:
-    """The distinct term sequences a query word or phrase may match, one per language.
+    """The distinct term sequences a query word or phrase may match (see
+    :func:`query_variants_by_language`)."""
+    return set(query_variants_by_language(text, langs))
 
-    A result of one sequence of one term is a plain term query; longer sequences are phrases.
-    ``langs`` narrows the expansion (a ``lang:de`` filter needs only the German stems).
-    Returns an empty set when ``text`` holds no word at all (punctuation only).
+
+def query_variants_by_language(
+    text: str, langs: tuple[str | None, ...] | None = None
+) -> dict[tuple[str, ...], set[str | None]]:
+    """The distinct term sequences a query word or phrase may match, each with the languages
+    whose analysis produces it (None: the unstemmed form, which pages of any language may hold).
+
+    A sequence of one term is a plain term query; longer sequences are phrases. ``langs``
+    narrows the expansion (a ``lang:de`` filter needs only the German stems). Empty when
+    ``text`` holds no word at all (punctuation only).
     """
     tokens = list(words(text))
     if not tokens:
-        return set()
-    variants: set[tuple[str, ...]] = set()
+        return {}
+    variants: dict[tuple[str, ...], set[str | None]] = {}
     for lang in langs if langs is not None else (None, *STEMMED_LANGUAGES):
         maker = term_maker(lang)
         sequence: list[str] = []
@@ -235,7 +253,7 @@ def query_variants(text: str, langs: tuple[str | None, ...] | None = None) -> se
                 if term:
                     sequence.append(term)
         if sequence:
-            variants.add(tuple(sequence))
+            variants.setdefault(tuple(sequence), set()).add(maker.lang)
     return variants
 
 

@@ -31,6 +31,7 @@ from sqlalchemy import Connection, Row, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from indexer.analysis import analyze, detect_language, fold, primary_language
+from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
 from sextant.errors import InvalidURL
 from sextant.store.models import Link, Page
@@ -194,6 +195,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "lang": lang,
         "charset": normalize_charset(row.charset),
         "size": size if size is not None and size >= 0 else None,
+        "sizes": size if size is not None and size >= 0 else UNKNOWN_SIZE,
         "feed": row.feed_kind or None,
         "first_seen": _naive(row.discovered_at),
         "fetched": _naive(row.fetched_at),

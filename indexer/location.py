@@ -35,7 +35,9 @@ from sextant.store import utcnow
 
 STATE_FILE = "sextant-index.json"
 LOCK_FILE = ".index.lock"
-STATE_VERSION = 1
+#: Bumped whenever the schema or the analysis changes what is in an index: an index of another
+#: version is rebuilt by the next `sextant index` and refused by searchers until then.
+STATE_VERSION = 2
 
 
 class IndexMissing(StoreError):

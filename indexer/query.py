@@ -32,12 +32,13 @@ import numpy
 from sqlalchemy import select
 from whoosh import index as whoosh_index
 from whoosh import scoring
+from whoosh.reading import TermNotFound
 from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
 from indexer.location import IndexMissing
-from indexer.querylang import ParsedQuery, Span, compile_query, parse
+from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
@@ -64,6 +65,11 @@ __all__ = [
 #: Results beyond this rank are not offered (nobody reads page 101 of a search engine).
 MAX_RESULTS = 1000
 MAX_PAGE_SIZE = 100
+#: Candidates of a phrase query's loose form considered, and checked per batch.
+PHRASE_CANDIDATES = 400
+PHRASE_BATCH = 40
+#: Matches counted one by one before the total is extrapolated (see _count).
+COUNT_LIMIT = 5000
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -100,6 +106,7 @@ class SearchResults:
     hits: tuple[Hit, ...]
     suggestion: str | None
     seconds: float
+    exact: bool = True  # False: ``total`` is an estimate (a large result set, see _count)
 
     @property
     def pages(self) -> int:
@@ -213,11 +220,11 @@ class Searcher:
         with self._use_snapshot() as snapshot:
             with snapshot.lock:
                 if parsed.has_text:
-                    ranked, total = _rank_text(
-                        snapshot, compiled.query, page * page_size, blend=ranking == "blended"
+                    ranked, total, exact = _rank_text(
+                        snapshot, compiled, page * page_size, blend=ranking == "blended"
                     )
                 else:
-                    ranked, total = _rank_filters(snapshot, compiled.query)
+                    ranked, total, exact = _rank_filters(snapshot, compiled.query)
                 chosen = ranked[(page - 1) * page_size : page * page_size]
                 stored = [snapshot.searcher.stored_fields(docnum) for docnum, _ in chosen]
                 ranks = [float(snapshot.ranks[docnum]) for docnum, _ in chosen]
@@ -235,6 +242,7 @@ class Searcher:
             hits=hits,
             suggestion=suggestion,
             seconds=time.perf_counter() - started,
+            exact=exact,
         )
 
     def close(self) -> None:
@@ -278,6 +286,11 @@ class Searcher:
                 )
             snapshot = self._snapshot
             if snapshot is None or not snapshot.is_current(generation):
+                if location.read_state(generation) is None:
+                    raise IndexMissing(
+                        f"the index at {self._index_dir} was built by another version of "
+                        "sextant: run `sextant index --rebuild`"
+                    )
                 fresh = _Snapshot(generation)
                 if snapshot is not None:
                     snapshot.retired = True
@@ -343,26 +356,125 @@ def _searchable_text(state: str, mime: str | None, body: str | None, meta: str |
 
 
 def _rank_text(
-    snapshot: _Snapshot, query: Any, wanted: int, *, blend: bool
-) -> tuple[list[tuple[int, float]], int]:
-    """Top hits by BM25F re-scored with the link prior and folded; and the match count."""
-    window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
-    results = snapshot.searcher.search(query, limit=window)
-    total = len(results)
-    scored = [
-        (docnum, score * prior(snapshot.ranks[docnum]) if blend else score)
-        for docnum, score in results.items()
-    ]
+    snapshot: _Snapshot, compiled: Compiled, wanted: int, *, blend: bool
+) -> tuple[list[tuple[int, float]], int, bool]:
+    """Top hits by BM25F re-scored with the link prior and folded; the match count, and
+    whether it is exact."""
+    searcher = snapshot.searcher
+    if compiled.phrases:
+        scored, total, exact = _phrase_hits(searcher, compiled, wanted)
+    else:
+        window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
+        results = searcher.search(compiled.query, limit=window)
+        scored = list(results.items())
+        total, exact = _count(searcher, compiled.query, len(scored), window)
+    if blend:
+        scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     kept = _fold(scored, snapshot.groups)
-    return kept, total - (len(scored) - len(kept))
+    return kept, total - (len(scored) - len(kept)), exact
 
 
-def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int]:
+def _phrase_hits(
+    searcher: WhooshSearcher, compiled: Compiled, wanted: int
+) -> tuple[list[tuple[int, float]], int, bool]:
+    """Phrase queries: the best candidates of the loose query (phrases as ANDs), verified.
+
+    Candidates are checked in score order, a batch at a time, until there are enough
+    verified hits for the page asked for (and the re-ranking window), so a common phrase
+    costs a few dozen positional checks instead of thousands. When every candidate was
+    checked and the loose query had no more, the count is exact; otherwise it is the loose
+    count scaled by the share of checked candidates that held the phrase.
+    """
+    window = min(MAX_RESULTS, max(PHRASE_CANDIDATES, wanted))
+    results = searcher.search(compiled.query, limit=window)
+    candidates = list(results.items())
+    needed = max(RERANK_WINDOW, wanted)
+    verified: list[tuple[int, float]] = []
+    checked = 0
+    while checked < len(candidates) and len(verified) < needed:
+        batch = candidates[checked : checked + PHRASE_BATCH]
+        checked += len(batch)
+        holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in batch), compiled)
+        verified.extend(pair for pair in batch if pair[0] in holding)
+    if checked == len(candidates) and len(candidates) < window:
+        return verified, len(verified), True
+    loose_total, _ = _count(searcher, compiled.query, len(candidates), window)
+    return verified, max(len(verified), round(loose_total * len(verified) / checked)), False
+
+
+def _verify_phrases(searcher: WhooshSearcher, docnums: list[int], compiled: Compiled) -> set[int]:
+    """The documents among ``docnums`` (ascending) where every deferred phrase holds."""
+    holding = set(docnums)
+    for check in compiled.phrases:
+        passed: set[int] = set()
+        for field, sequence in check.alternatives:
+            pending = [docnum for docnum in docnums if docnum in holding and docnum not in passed]
+            if not pending:
+                break
+            passed |= _sequence_at(searcher, field, sequence, pending)
+        holding &= passed
+    return holding
+
+
+def _sequence_at(
+    searcher: WhooshSearcher, field: str, sequence: tuple[str, ...], docnums: list[int]
+) -> set[int]:
+    """Which of ``docnums`` (ascending) hold ``sequence`` at consecutive positions."""
+    matchers = []
+    for term in sequence:
+        try:
+            matchers.append(searcher.postings(field, term))
+        except TermNotFound:
+            return set()
+    found: set[int] = set()
+    for docnum in docnums:
+        starts: set[int] | None = None
+        for offset, matcher in enumerate(matchers):
+            if not matcher.is_active():
+                return found
+            if matcher.id() < docnum:
+                matcher.skip_to(docnum)
+                if not matcher.is_active():
+                    return found
+            if matcher.id() != docnum:
+                starts = None
+                break
+            positions = {position - offset for position in matcher.value_as("positions")}
+            starts = positions if starts is None else starts & positions
+            if not starts:
+                break
+        if starts:
+            found.add(docnum)
+    return found
+
+
+def _count(searcher: WhooshSearcher, query: Any, collected: int, window: int) -> tuple[int, bool]:
+    """How many documents match, and whether that is exact.
+
+    When the top-hits collector did not fill its window it saw every match (block-max skipping
+    only starts once the window is full), so its count is exact. Otherwise matching documents
+    are counted without scoring up to :data:`COUNT_LIMIT`, and a count that reaches the limit
+    is extrapolated by the share of document numbers it covered: document numbers follow crawl
+    order, not content, so the matches seen so far are a fair sample. Counting every match of
+    a common word costs more than the search itself on a large index.
+    """
+    if collected < window:
+        return collected, True
+    documents = searcher.doc_count_all()
+    count = 0
+    for docnum in searcher.docs_for_query(query):
+        count += 1
+        if count >= COUNT_LIMIT:
+            return max(count, round(count * documents / (docnum + 1))), False
+    return count, True
+
+
+def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int, bool]:
     """Every page a filter-only query matches, best link score first, folded."""
     docnums = numpy.fromiter(snapshot.searcher.docs_for_query(query), dtype=numpy.int64)
     if len(docnums) == 0:
-        return [], 0
+        return [], 0, True
     ranks = snapshot.ranks[docnums]
     order = numpy.lexsort((docnums, -ranks))
     docnums, ranks = docnums[order], ranks[order]
@@ -370,7 +482,8 @@ def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, floa
     keep = numpy.sort(first)
     total = len(keep)
     keep = keep[:MAX_RESULTS]
-    return [(int(d), float(r)) for d, r in zip(docnums[keep], ranks[keep], strict=True)], total
+    hits = [(int(d), float(r)) for d, r in zip(docnums[keep], ranks[keep], strict=True)]
+    return hits, total, True
 
 
 def _fold(scored: list[tuple[int, float]], groups: numpy.ndarray) -> list[tuple[int, float]]:

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 from whoosh import query as wq
 
-from indexer.analysis import STEMMED_LANGUAGES, primary_language, query_variants
+from indexer.analysis import STEMMED_LANGUAGES, primary_language, query_variants_by_language
 from indexer.documents import normalize_charset
 from indexer.schema import TEXT_FIELDS
+from indexer.sizefilter import SizeRange
 from sextant.errors import InvalidURL, QueryError
 from sextant.urls import parse as parse_url
 
@@ -364,11 +365,20 @@ def _has_text(node: Node) -> bool:
 
 
 @dataclass(slots=True)
+class PhraseCheck:
+    """A phrase the searcher must verify on candidates: it holds when any alternative
+    (field, term sequence at consecutive positions) is present in the document."""
+
+    alternatives: list[tuple[str, tuple[str, ...]]]
+
+
+@dataclass(slots=True)
 class Compiled:
-    """The Whoosh query plus the terms a snippet should mark."""
+    """The Whoosh query, the terms a snippet should mark, and phrases left to verify."""
 
     query: wq.Query
     terms: set[str] = field(default_factory=set)
+    phrases: list[PhraseCheck] = field(default_factory=list)
 
 
 def compile_query(parsed: ParsedQuery, *, text_fields: dict[str, float] | None = None) -> Compiled:
@@ -380,13 +390,14 @@ def compile_query(parsed: ParsedQuery, *, text_fields: dict[str, float] | None =
     fields = TEXT_FIELDS if text_fields is None else text_fields
     langs = _language_scope(parsed.root)
     terms: set[str] = set()
-    compiled = _compile(parsed.root, fields, langs, terms, negated=False)
+    phrases: list[PhraseCheck] = []
+    compiled = _compile(parsed.root, fields, langs, terms, phrases, negated=False)
     if compiled is None:
         raise QueryError(
             "nothing to search for: the query holds no letters or digits "
             "(punctuation alone is not indexed)"
         )
-    return Compiled(compiled, terms)
+    return Compiled(compiled, terms, phrases)
 
 
 def _language_scope(root: Node) -> tuple[str | None, ...] | None:
@@ -406,18 +417,21 @@ def _compile(
     fields: dict[str, float],
     langs: tuple[str | None, ...] | None,
     terms: set[str],
+    phrases: list[PhraseCheck] | None,
     *,
     negated: bool,
 ) -> wq.Query | None:
+    """Compile ``node``; ``phrases`` is where top-level positive phrases are deferred to (only
+    there is "all candidates of the loose query, filtered by the phrase" the same set)."""
     if isinstance(node, Text):
-        return _text(node, fields, langs, None if negated else terms)
+        return _text(node, fields, langs, None if negated else terms, phrases)
     if isinstance(node, Filter):
         return wq.ConstantScoreQuery(_filter(node), score=0.0)
     if isinstance(node, Not):
-        child = _compile(node.child, fields, langs, terms, negated=not negated)
+        child = _compile(node.child, fields, langs, terms, None, negated=not negated)
         return None if child is None else wq.Not(child)
     if isinstance(node, AnyOf):
-        parts = [_compile(c, fields, langs, terms, negated=negated) for c in node.children]
+        parts = [_compile(c, fields, langs, terms, None, negated=negated) for c in node.children]
         present = [part for part in parts if part is not None]
         if not present:
             return None
@@ -426,11 +440,11 @@ def _compile(
     negatives: list[wq.Query] = []
     for child in node.children:
         if isinstance(child, Not):
-            excluded = _compile(child.child, fields, langs, terms, negated=not negated)
+            excluded = _compile(child.child, fields, langs, terms, None, negated=not negated)
             if excluded is not None:
                 negatives.append(excluded)
             continue
-        part = _compile(child, fields, langs, terms, negated=negated)
+        part = _compile(child, fields, langs, terms, phrases, negated=negated)
         if part is not None:
             positives.append(part)
     if not positives:
@@ -446,26 +460,70 @@ def _text(
     fields: dict[str, float],
     langs: tuple[str | None, ...] | None,
     terms: set[str] | None,
+    phrases: list[PhraseCheck] | None = None,
 ) -> wq.Query | None:
+    """Words or a phrase, searched in every text field, in every language's form.
+
+    A stemmed form only counts on pages of its own language: the German stem of ``here`` is
+    ``her``, which English pages hold for another word entirely, so language-specific forms
+    are combined with a ``lang`` term. The unstemmed form matches pages of any language.
+
+    With ``phrases`` given, a multi-term sequence compiles to the AND of its terms (cheap,
+    scored, skippable by Whoosh's block-max optimizations) and the positional check is
+    recorded there, for the searcher to run on the best candidates only (see
+    :func:`indexer.query._verify_phrases`): Whoosh's own phrase matcher decodes every position
+    of every document holding all the words, seconds for "of the" on a large index.
+    """
     if node.field == "intitle":
         fields = {"title": 1.0}
     elif node.field == "inurl":
         fields = {"urlwords": 1.0}
-    stemmed = query_variants(node.value, langs)
+    stemmed = query_variants_by_language(node.value, langs)
     if not stemmed:
         return None
-    literal = query_variants(node.value, (None,))
-    subqueries: list[wq.Query] = []
-    for name, boost in fields.items():
+    literal = tuple(query_variants_by_language(node.value, (None,)))
+    check = PhraseCheck([])
+    parts: list[wq.Query] = []
+    for sequence, languages in sorted(stemmed.items(), key=lambda item: item[0]):
+        per_field = [
+            _sequence(name, sequence, boost, check, loose=phrases is not None)
+            for name, boost in fields.items()
+            if name != "urlwords"
+        ]
+        if not per_field:
+            continue
+        if terms is not None:
+            terms.update(sequence)
+        matcher = per_field[0] if len(per_field) == 1 else wq.Or(per_field)
+        if None not in languages:
+            only = [wq.Term("lang", lang) for lang in sorted(lang for lang in languages if lang)]
+            restriction = only[0] if len(only) == 1 else wq.Or(only)
+            matcher = wq.And([matcher, wq.ConstantScoreQuery(restriction, score=0.0)])
+        parts.append(matcher)
+    if "urlwords" in fields:
         # URL words are indexed unstemmed, whatever the page's language.
-        for sequence in sorted(literal if name == "urlwords" else stemmed):
+        for sequence in literal:
             if terms is not None:
                 terms.update(sequence)
-            if len(sequence) == 1:
-                subqueries.append(wq.Term(name, sequence[0], boost=boost))
-            else:
-                subqueries.append(wq.Phrase(name, list(sequence), boost=boost))
-    return subqueries[0] if len(subqueries) == 1 else wq.Or(subqueries)
+            parts.append(
+                _sequence(
+                    "urlwords", sequence, fields["urlwords"], check, loose=phrases is not None
+                )
+            )
+    if phrases is not None and check.alternatives:
+        phrases.append(check)
+    return parts[0] if len(parts) == 1 else wq.Or(parts)
+
+
+def _sequence(
+    field: str, sequence: tuple[str, ...], boost: float, check: PhraseCheck, *, loose: bool
+) -> wq.Query:
+    if len(sequence) == 1:
+        return wq.Term(field, sequence[0], boost=boost)
+    if not loose:
+        return wq.Phrase(field, list(sequence), boost=boost)
+    check.alternatives.append((field, sequence))
+    return wq.And([wq.Term(field, term, boost=boost) for term in sequence])
 
 
 def _filter(node: Filter) -> wq.Query:
@@ -583,4 +641,4 @@ def _bytes(text: str) -> int:
 
 def _size(value: str) -> wq.Query:
     low, high, low_excl, high_excl = parse_size(value)
-    return wq.NumericRange("size", low, high, startexcl=low_excl, endexcl=high_excl)
+    return SizeRange(low, high, low_exclusive=low_excl, high_exclusive=high_excl)

@@ -20,6 +20,7 @@ from typing import Any
 from whoosh import columns, fields, formats
 
 from indexer.analysis import Analyzed, term_maker
+from indexer.sizefilter import UNKNOWN_SIZE
 
 
 class LangText(fields.FieldType):
@@ -123,7 +124,7 @@ def build_schema() -> fields.Schema:
         mime=fields.ID(stored=True),
         lang=fields.ID(stored=True),  # primary subtag, declared or detected
         charset=fields.ID(stored=True),
-        size=fields.NUMERIC(int, bits=64, stored=True),
+        size=fields.STORED(),  # bytes; size: filters read the ``sizes`` column below
         feed=fields.ID(stored=True),  # gemsub, atom, rss
         # Facts shown with results.
         # Facts shown with results; stored only (no filter needs them, and every indexed
@@ -138,4 +139,6 @@ def build_schema() -> fields.Schema:
         # look up link scores) and a 64-bit hash of ``group`` (to fold duplicates).
         key=fields.COLUMN(columns.NumericColumn("q")),
         fold=fields.COLUMN(columns.NumericColumn("q")),
+        # Size in bytes (-1 unknown) for size: filters (indexer.sizefilter).
+        sizes=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_SIZE)),
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from indexer.analysis import term_maker, words
+from indexer.analysis import is_cjk, term_maker, word_matches
 
 MARK_START = "**"
 MARK_END = "**"
@@ -27,7 +27,10 @@ SNIPPET_CHARS = 200
 #: Context kept before the first match of the chosen window.
 LEAD_CHARS = 40
 #: More matches than this in one page add nothing to the choice of a window.
-MAX_MATCHES = 300
+MAX_MATCHES = 100
+#: Only this much of a page is read for a snippet: the passage people need is nearly always
+#: early, and scanning whole long pages for every hit would cost more than the search.
+MAX_SCAN_CHARS = 6000
 
 _SPACE_RE = re.compile(r"\s+")
 
@@ -64,17 +67,18 @@ def make_snippet(
 def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[int, int, str]]:
     if not terms:
         return []
-    maker = term_maker(lang)
+    term_of = term_maker(lang).term
     found: list[tuple[int, int, str]] = []
-    for word in words(text):
-        if word.cjk:
-            found.extend(_cjk_matches(word.text, word.start, terms))
+    for match in word_matches(text[:MAX_SCAN_CHARS]):
+        word = match.group()
+        if is_cjk(word):
+            found.extend(_cjk_matches(word, match.start(), terms))
         else:
-            term = maker.term(word.text)
+            term = term_of(word)
             if term in terms:
-                found.append((word.start, word.end, term))
-        if len(found) >= MAX_MATCHES:
-            break
+                found.append((match.start(), match.end(), term))
+                if len(found) >= MAX_MATCHES:
+                    break
     return found
 
 

@@ -266,3 +266,16 @@ def test_links_from_other_schemes_and_unknown_pages_do_not_break_the_graph(store
     with session_factory(store.engine)() as session:
         assert session.scalar(select(Link).where(Link.target_id.is_(None)).limit(1))
     assert urls(store, "self")[0] == f"{A}/self.gmi"
+
+
+def test_an_index_of_another_version_is_rebuilt_and_refused_until_then(store: Store) -> None:
+    small_space(store)
+    store.index()
+    generation = store.index_dir.resolve()
+    state = json.loads((generation / location.STATE_FILE).read_text())
+    state["version"] = location.STATE_VERSION - 1
+    (generation / location.STATE_FILE).write_text(json.dumps(state))
+    with store.searcher() as searcher, pytest.raises(IndexMissing, match="--rebuild"):
+        searcher.search("tomatoes")
+    assert store.index().mode == "full"
+    assert urls(store, "tomatoes")

@@ -137,21 +137,53 @@ def test_malformed_queries_get_clear_messages(text: str, message: str | None) ->
         compile_query(parse(text))
 
 
+def leaves(query: wq.Query) -> list[wq.Query]:
+    return list(query.leaves())
+
+
 def test_plain_word_searches_every_text_field_with_its_boost() -> None:
     compiled = compile_query(parse("gardening"))
-    assert isinstance(compiled.query, wq.Or)
-    fields = {sub.fieldname: sub.boost for sub in compiled.query.subqueries}
-    assert fields["title"] > fields["body"] > fields["urlwords"]
+    boosts = {leaf.fieldname: leaf.boost for leaf in leaves(compiled.query) if leaf.text != "en"}
+    assert set(boosts) == {"title", "anchors", "prompt", "headings", "body", "urlwords"}
+    assert boosts["title"] > boosts["body"] > boosts["urlwords"]
     assert "garden" in compiled.terms
     assert "gardening" in compiled.terms
+    assert compiled.phrases == []
 
 
-def test_compound_words_become_phrases_and_urlwords_stay_unstemmed() -> None:
+def test_stemmed_forms_only_count_on_pages_of_their_language() -> None:
+    # German "here" stems to "her", an English word: that form must require lang:de.
+    query = compile_query(parse("here")).query
+    restricted = [
+        part
+        for part in query.subqueries
+        if isinstance(part, wq.And) and wq.Term("body", "her") in list(part.leaves())
+    ]
+    assert len(restricted) == 1
+    assert wq.Term("lang", "de") in list(restricted[0].leaves())
+    assert wq.Term("lang", "en") not in list(restricted[0].leaves())
+
+
+def test_top_level_phrases_are_loosened_and_deferred_nested_ones_are_not() -> None:
+    compiled = compile_query(parse('"sourdough starter" bread'))
+    assert not any(isinstance(leaf, wq.Phrase) for leaf in leaves(compiled.query))
+    assert len(compiled.phrases) == 1
+    alternatives = compiled.phrases[0].alternatives
+    assert ("body", ("sourdough", "starter")) in alternatives
+    assert ("urlwords", ("sourdough", "starter")) in alternatives
+    nested = compile_query(parse('"sourdough starter" OR bread'))
+    assert nested.phrases == []
+    assert any(isinstance(sub, wq.Phrase) for sub in nested.query.subqueries[0].subqueries)
+    negated = compile_query(parse('bread -"sourdough starter"'))
+    assert negated.phrases == []
+
+
+def test_compound_words_are_phrases_and_urlwords_stay_unstemmed() -> None:
     compiled = compile_query(parse("example.org"))
-    phrases = [sub for sub in compiled.query.subqueries if isinstance(sub, wq.Phrase)]
-    assert phrases
-    assert all(len(phrase.words) == 2 for phrase in phrases)
-    assert {tuple(p.words) for p in phrases if p.fieldname == "urlwords"} == {("example", "org")}
+    (check,) = compiled.phrases
+    assert ("urlwords", ("example", "org")) in check.alternatives
+    assert ("body", ("exampl", "org")) in check.alternatives  # English stem
+    assert ("urlwords", ("exampl", "org")) not in check.alternatives
 
 
 def test_negated_words_are_not_marked_in_snippets() -> None:
