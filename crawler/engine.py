@@ -31,7 +31,7 @@ from typing import IO
 import trio
 from sqlalchemy import Engine, insert, update
 
-from crawler.admission import EXCLUDED, OUTSIDE, Admission, load_exclusions
+from crawler.admission import EXCLUDED, OUTSIDE, Admission, Verdict, load_exclusions
 from crawler.content import analyse, decode, detect_language
 from crawler.fetch import FetchLimits, FetchResult, fetch
 from crawler.frontier import Claim, Frontier, FrontierItem
@@ -77,6 +77,7 @@ _ROBOTS_MAX_BYTES = 512 * 1024
 # Between two claims on the frontier at least this long, unless the window ran dry.
 _CLAIM_INTERVAL = 0.05
 _IDLE_WAIT = 1.0
+_ADMITTED = Verdict("admitted")
 _WARM_UP_TEXT = "The quick brown fox jumps over the lazy dog, again and again and again."
 
 
@@ -166,6 +167,7 @@ class Crawl:
         self._work_scope: trio.CancelScope | None = None
         self._frontier_size: int | None = None
         self._signals = 0
+        self._started_at = utcnow()
         # Page requests this run may still make (--max-pages); robots.txt does not count.
         self._budget = options.max_pages
 
@@ -494,7 +496,10 @@ class Crawl:
             self.scheduler.release(slot, requested=False)
             await self._skip(item, EXCLUDED, f"invalid URL: {exc}")
             return
-        verdict = self.admission.static(url, item.depth)
+        # Rows queued by this run passed these very checks when the writer admitted them;
+        # rows from an earlier run are checked again (the rules may have changed since).
+        queued_now = item.enqueued_at >= self._started_at
+        verdict = _ADMITTED if queued_now else self.admission.static(url, item.depth)
         if verdict.kind == EXCLUDED:
             self.scheduler.release(slot, requested=False)
             await self._skip(item, EXCLUDED, verdict.reason or "excluded")
@@ -826,6 +831,8 @@ class Crawl:
             stats.errors[_error_kind(result.error)] += 1
         elif header is not None:
             stats.statuses[header.status] += 1
+        if not self.fetch_log.enabled:
+            return
         self.fetch_log.write(
             {
                 "at": utcnow().isoformat(timespec="milliseconds") + "Z",

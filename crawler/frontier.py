@@ -92,6 +92,7 @@ class FrontierItem:
     redirects: int
     due_at: datetime
     priority: int
+    enqueued_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +275,7 @@ def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
                 f.c.redirects,
                 f.c.due_at,
                 f.c.priority,
+                f.c.enqueued_at,
                 c.c.host,
                 c.c.port,
                 c.c.address,
@@ -302,6 +304,7 @@ def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
                     redirects=row.redirects,
                     due_at=row.due_at,
                     priority=row.priority,
+                    enqueued_at=row.enqueued_at,
                 )
             )
             if row.capsule_id not in capsules:

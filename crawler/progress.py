@@ -155,6 +155,10 @@ class FetchLog:
             except OSError as exc:
                 raise ConfigError(f"cannot open log file {path}: {exc.strerror}") from None
 
+    @property
+    def enabled(self) -> bool:
+        return self._file is not None
+
     def write(self, entry: dict[str, Any]) -> None:
         if self._file is not None:
             self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")

@@ -30,6 +30,9 @@ class CachedPolicy:
     policy: RobotsPolicy
     fetched_at: datetime
     crawl_delay: float | None
+    # No rule for our agents (the common case, and every missing robots.txt): no need to
+    # normalize each path just to learn that nothing applies.
+    open: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,10 @@ class RobotsFetch:
     status: int | None
     text: str | None
     slow_down: float | None = None  # seconds, when the capsule answered 44
+
+
+def _cached(policy: RobotsPolicy, fetched_at: datetime) -> CachedPolicy:
+    return CachedPolicy(policy, fetched_at, policy.crawl_delay(), open=not policy.rules_for())
 
 
 def pubnix_user(url: GeminiURL) -> str | None:
@@ -83,7 +90,7 @@ class RobotsCache:
             return
         policy = policy_from_text(status, text)
         if policy is not None:
-            self._policies[key] = CachedPolicy(policy, fetched_at, policy.crawl_delay())
+            self._policies[key] = _cached(policy, fetched_at)
 
     def fresh(self, key: RobotsKey) -> CachedPolicy | None:
         cached = self._policies.get(key)
@@ -95,7 +102,7 @@ class RobotsCache:
         return cached
 
     def store(self, key: RobotsKey, policy: RobotsPolicy, fetched_at: datetime) -> CachedPolicy:
-        cached = CachedPolicy(policy, fetched_at, policy.crawl_delay())
+        cached = _cached(policy, fetched_at)
         self._policies[key] = cached
         return cached
 
@@ -137,6 +144,8 @@ class RobotsCache:
         cached = self.fresh(key)
         if cached is None:
             return None
+        if cached.open:
+            return True
         path = url.path if url.query is None else f"{url.path}?{url.query}"
         if not cached.policy.allowed(path):
             return False

@@ -347,7 +347,13 @@ async def test_allow_host_records_other_capsules_without_contacting_them(tmp_pat
     mine = ScriptedCapsule("mine.example.org")
     other = ScriptedCapsule("other.test").routes(synthetic_site(3))
     running = await capsules(mine, other)
-    mine.route("/", gemtext(f"# Mine\n=> /a\n=> {running['other.test'].url('/')} Friend\n"))
+    mine.route(
+        "/",
+        gemtext(
+            f"# Mine\n=> /a\n=> {running['other.test'].url('/')} Friend\n"
+            "=> gemini://nowhere.invalid/ Not even resolvable\n"
+        ),
+    )
     mine.route("/a", gemtext("# A\n"))
     result = await crawl(
         tmp_path,
@@ -362,10 +368,15 @@ async def test_allow_host_records_other_capsules_without_contacting_them(tmp_pat
     assert [link.label for link in result.links_from(running["mine.example.org"].url("/"))] == [
         "",
         "Friend",
+        "Not even resolvable",
     ]
+    # Never resolved: a lookup of .invalid would have failed and been recorded as an error.
+    nowhere = result.page("gemini://nowhere.invalid/")
+    assert (nowhere.state, nowhere.error_kind, nowhere.fetched_at) == ("new", None, None)
     assert result.frontier() == {}
-    # A later run without the restriction picks the friend up.
-    await crawl(tmp_path, running)
+    # A later run that allows it picks the friend up (and still leaves .invalid alone:
+    # tests make no lookups outside loopback).
+    await crawl(tmp_path, running, allow_hosts=AllowedHosts.parse(["other.test"]))
     assert other.paths[:2] == ["/robots.txt", "/"]
 
 
@@ -538,3 +549,24 @@ async def test_a_failing_capsule_backs_off_and_is_parked(tmp_path, capsules):
     assert len(waiting) == 4
     assert all(entry.due_at >= capsule.parked_until for entry in waiting.values())
     assert result.summary.stats["parked_capsules"] == 1
+
+
+async def test_rows_queued_by_an_earlier_run_meet_the_new_rules(tmp_path, capsules):
+    site = ScriptedCapsule("rules.test")
+    site.route("/", gemtext("# Home\n=> /keep\n=> /drafts/one\n"))
+    site.route("/keep", gemtext("# Keep\n"))
+    site.route("/drafts/one", gemtext("# Draft\n"))
+    running = await capsules(site)
+    first = await crawl(tmp_path, running, running["rules.test"].url("/"), max_pages=1)
+    assert set(first.frontier()) == {
+        running["rules.test"].url("/keep"),
+        running["rules.test"].url("/drafts/one"),
+    }
+    rules = tmp_path / "exclude.txt"
+    rules.write_text("gemini://rules.test:*/drafts/ not ready yet\n")
+    second = await crawl(tmp_path, running, exclude_file=rules)
+    assert "/drafts/one" not in site.paths
+    draft = second.page(running["rules.test"].url("/drafts/one"))
+    assert draft.state == "excluded"
+    assert "not ready yet" in draft.error_message
+    assert second.page(running["rules.test"].url("/keep")).state == "ok"
