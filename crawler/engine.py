@@ -355,6 +355,9 @@ class Crawl:
                     # made is in the store.
                     since = (now - capsule.last_attempt_at).total_seconds()
                     slot.next_allowed = trio.current_time() + max(0.0, slot.delay - since)
+                ahead = slot.next_allowed - trio.current_time()
+                if ahead > self.rules.max_hold:
+                    slot.deferred_until = now + timedelta(seconds=ahead)
                 self.robots.prime(
                     capsule.id,
                     status=capsule.robots_status,
@@ -526,6 +529,7 @@ class Crawl:
         address = await self._address(slot, url)
         if isinstance(address, ConnectFailed):
             await self._record(self._failed_lookup(slot, item, address))
+            await self._hold_or_defer(slot)
             return
         started = utcnow()
         result = await fetch(url, address=address, limits=self.limits, ssl_context=self.ssl_context)
@@ -535,6 +539,22 @@ class Crawl:
             await self._slow_down(slot, item, header.meta, result)
             return
         await self._record(await self._outcome(slot, item, url, result, started))
+        await self._hold_or_defer(slot)
+
+    async def _hold_or_defer(self, slot: HostSlot) -> None:
+        """Rule 6 of the politeness rule: a capsule that may not be asked again for longer
+        than ``max_hold`` (a large Crawl-delay, a long back-off) gives its rows back to the
+        frontier, due when it may be asked, instead of keeping them (and the run) waiting."""
+        wait = slot.next_allowed - trio.current_time()
+        if wait <= self.rules.max_hold:
+            return
+        until = utcnow() + timedelta(seconds=wait)
+        if slot.deferred_until is None or slot.deferred_until < until:
+            slot.deferred_until = until
+        dropped = self.scheduler.drop(slot.key)
+        if dropped:
+            self.stats.deferred += len(dropped)
+            await self._record(Deferred(tuple(item.id for item in dropped), until))
 
     async def _skip(self, item: FrontierItem, state: str, reason: str) -> None:
         self.stats.skipped[state] += 1
@@ -711,6 +731,7 @@ class Crawl:
                 if asked is not None:
                     slot.crawl_delay = max(slot.crawl_delay or 0.0, asked)
             self.scheduler.release(slot, requested=requested, requeue=item)
+            await self._hold_or_defer(slot)
             return
         if outcome.slow_down is not None and outcome.slow_down <= self.rules.max_hold:
             slot.slow_down_floor = max(slot.slow_down_floor, outcome.slow_down)

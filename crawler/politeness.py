@@ -40,6 +40,8 @@ from typing import Generic, Protocol, TypeVar
 
 import trio
 
+from sextant.store import utcnow
+
 
 @dataclass(frozen=True, slots=True)
 class PolitenessRules:
@@ -303,13 +305,14 @@ class Scheduler(Generic[Item]):
         """Forget idle capsules and addresses whose delay has passed: their state would make
         no difference any more, and a long crawl meets more capsules than RAM should hold."""
         now = trio.current_time()
+        wall_now = utcnow()
         for key in [
             key
             for key, slot in self._slots.items()
             if not slot.busy
             and key not in self._queues
             and slot.next_allowed <= now
-            and slot.deferred_until is None
+            and (slot.deferred_until is None or slot.deferred_until <= wall_now)
             and slot.failures == 0
         ]:
             del self._slots[key]

@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from datetime import timedelta
 
+import trio
 from sqlalchemy import select
 
 from crawler.options import AllowedHosts
@@ -570,3 +571,25 @@ async def test_rows_queued_by_an_earlier_run_meet_the_new_rules(tmp_path, capsul
     assert draft.state == "excluded"
     assert "not ready yet" in draft.error_message
     assert second.page(running["rules.test"].url("/keep")).state == "ok"
+
+
+async def test_a_long_crawl_delay_sends_rows_back_instead_of_holding_the_run(tmp_path, capsules):
+    site = ScriptedCapsule("patient.test").routes(synthetic_site(4, links_per_page=4))
+    site.route("/robots.txt", plain("User-agent: *\nCrawl-delay: 2\n"))
+    running = await capsules(site)
+    started = trio.current_time()
+    # max_hold 0.5 s stands in for the default minute: a 2 s Crawl-delay is "long" here.
+    result = await crawl(
+        tmp_path, running, running["patient.test"].url("/"), politeness=(("max_hold", 0.5),)
+    )
+    assert trio.current_time() - started < 2.0  # the run did not sit out the delay
+    assert site.paths == ["/robots.txt"]
+    home = result.frontier()[running["patient.test"].url("/")]
+    assert home.due_at > utcnow() + timedelta(seconds=1)
+    assert home.lease_owner is None
+
+    await trio.sleep(2.0)
+    second = await crawl(tmp_path, running, politeness=(("max_hold", 0.5),))
+    assert site.paths == ["/robots.txt", "/"]  # one page per Crawl-delay, robots.txt cached
+    assert second.page(running["patient.test"].url("/")).state == "ok"
+    assert running["patient.test"].url("/p/0") in second.frontier()
