@@ -104,8 +104,10 @@ def test_interrupted_crawl_resumes_without_losing_or_repeating(tmp_path, stop):
         # Requests in flight were allowed to finish and were stored: nothing asked twice.
         assert repeated == {}
     else:
-        # Only what was in flight at the kill may be asked again, once.
-        assert len(repeated) <= CONCURRENCY, repeated
+        # Only what was in flight at the kill may be asked again, once: requests under
+        # way (one per worker) and answers not yet committed by the writer (at this pace,
+        # a handful at most).
+        assert len(repeated) <= 2 * CONCURRENCY, repeated
         assert set(repeated.values()) <= {2}
     integrity, states, frontier, leased = store_facts(data_dir)
     assert integrity == "ok"
