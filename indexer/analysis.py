@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,6 +274,35 @@ class Analyzed:
 
 def analyze(lang: str | None, text: str, seen: set[str] | None = None) -> Analyzed:
     return Analyzed(term_maker(lang).positions(text, seen)[0])
+
+
+def analyze_parts(
+    lang: str | None,
+    parts: Iterable[tuple[str, bool]],
+    gap: int,
+    seen: set[str] | None = None,
+) -> Analyzed:
+    """Several texts as one field, ``gap`` positions apart, so no phrase spans two parts.
+
+    ``parts`` are ``(text, collect)`` pairs: words of parts with ``collect`` go to ``seen``.
+    """
+    maker = term_maker(lang)
+    merged: dict[str, list[int]] = {}
+    base = 0
+    for part, collect in parts:
+        if not part:
+            continue
+        found, used = maker.positions(part, seen if collect else None)
+        for term, positions in found.items():
+            if base:
+                positions = [base + position for position in positions]
+            existing = merged.get(term)
+            if existing is None:
+                merged[term] = positions
+            else:
+                existing.extend(positions)
+        base += used + gap
+    return Analyzed(merged)
 
 
 #: Detection reads this much text: enough for a confident answer, bounded cost per page.

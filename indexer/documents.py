@@ -30,7 +30,14 @@ from urllib.parse import unquote
 from sqlalchemy import Connection, Row, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from indexer.analysis import analyze, detect_language, fold, primary_language
+from indexer.analysis import (
+    analyze,
+    analyze_parts,
+    detect_language,
+    fold,
+    primary_language,
+)
+from indexer.schema import PART_GAP
 from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
 from sextant.errors import InvalidURL
@@ -171,23 +178,24 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         lang = detect_language(f"{title or ''}\n{body or prompt}")
     title = (title or "").strip()[:TITLE_MAX_CHARS] or None
     stored_title = title or (prompt.strip()[:TITLE_MAX_CHARS] or None)
-    # Title and body are analyzed here, once, collecting the words the spelling vocabulary
-    # needs on the way.
+    headings_text = "\n".join(headings)
+    anchors = "\n".join(inbound.labels)
+    words_of_url = url_words(url.host, url.path, url.query)
+    # Analyzed here, once, collecting the words the spelling vocabulary needs on the way.
     seen: set[str] = set()
-    title_terms = analyze(lang, title or "", seen)
-    body_terms = analyze(lang, body, seen)
+    parts = ((title or "", True), (body, True), (prompt, True), (anchors, False))
+    text = analyze_parts(lang, (*parts, (words_of_url, False)), PART_GAP, seen)
     size = row.size
     group = row.content_hash or f"p{row.id}"
     return {
         "pid": str(row.id),
         "url": row.url,
-        "title": title_terms,
+        "text": text,
+        "title": analyze(lang, title or ""),
         "_stored_title": stored_title,
-        "headings": (lang, "\n".join(headings)),
-        "body": body_terms,
-        "anchors": (lang, "\n".join(inbound.labels)),
-        "prompt": (lang, prompt),
-        "urlwords": (None, url_words(url.host, url.path, url.query)),
+        "headings": analyze(lang, headings_text),
+        "anchors": analyze(lang, anchors),
+        "urlwords": analyze(None, words_of_url),
         "host": url.authority,
         "domain": domain_suffixes(url.host),
         "kind": kind,

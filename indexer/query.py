@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 import numpy
 from sqlalchemy import select
 from whoosh import index as whoosh_index
-from whoosh import scoring
 from whoosh.reading import TermNotFound
 from whoosh.searching import Searcher as WhooshSearcher
 
@@ -40,8 +39,10 @@ from indexer.analysis import fold, words
 from indexer.location import IndexMissing
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
+from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
+from indexer.weighting import BM25F
 from sextant import gemtext
 from sextant.errors import QueryError
 from sextant.store import make_engine
@@ -65,17 +66,22 @@ __all__ = [
 #: Results beyond this rank are not offered (nobody reads page 101 of a search engine).
 MAX_RESULTS = 1000
 MAX_PAGE_SIZE = 100
-#: Candidates of a phrase query's loose form considered, and checked per batch.
-PHRASE_CANDIDATES = 400
-PHRASE_BATCH = 40
+#: Candidates of a phrase query's loose form checked (see _phrase_hits).
+PHRASE_CANDIDATES = 300
+#: Phrases whose words are all this common (share of documents) are checked on a sample.
+PHRASE_SAMPLE_SHARE = 0.2
+PHRASE_SAMPLE = 1000
+#: A query Whoosh estimates to match at most this many documents is scored and counted in
+#: one pass, without block-max skipping.
+ONE_PASS_ESTIMATE = 3000
 #: Matches counted one by one before the total is extrapolated (see _count).
-COUNT_LIMIT = 5000
+COUNT_LIMIT = 1000
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
 #: BM25F parameters. Anchor fields of much-linked pages are long lists of labels; full length
 #: normalization would punish exactly the pages everyone points at, hence the lower B.
-WEIGHTING = scoring.BM25F(B=0.75, K1=1.2, anchors_B=0.3, title_B=0.5)
+WEIGHTING = BM25F(B=0.75, K1=1.2, anchors_B=0.3, title_B=0.5)
 
 #: Ranking modes for ``Searcher.search``: the product's, and two baselines for evaluation.
 RANKINGS = ("blended", "bm25f", "bm25")
@@ -216,12 +222,16 @@ class Searcher:
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}, not {ranking!r}")
         parsed = parse(query)
-        compiled = compile_query(parsed, text_fields={"body": 1.0} if ranking == "bm25" else None)
+        compiled = compile_query(parsed)
         with self._use_snapshot() as snapshot:
             with snapshot.lock:
                 if parsed.has_text:
                     ranked, total, exact = _rank_text(
-                        snapshot, compiled, page * page_size, blend=ranking == "blended"
+                        snapshot,
+                        compiled,
+                        page * page_size,
+                        boost=ranking != "bm25",
+                        blend=ranking == "blended",
                     )
                 else:
                     ranked, total, exact = _rank_filters(snapshot, compiled.query)
@@ -356,51 +366,118 @@ def _searchable_text(state: str, mime: str | None, body: str | None, meta: str |
 
 
 def _rank_text(
-    snapshot: _Snapshot, compiled: Compiled, wanted: int, *, blend: bool
+    snapshot: _Snapshot, compiled: Compiled, wanted: int, *, boost: bool, blend: bool
 ) -> tuple[list[tuple[int, float]], int, bool]:
-    """Top hits by BM25F re-scored with the link prior and folded; the match count, and
-    whether it is exact."""
+    """The best hits and the match count (and whether it is exact), in three stages:
+    candidates by BM25 on ``text`` (Whoosh, block-max skipping), their boost-field scores
+    added (BM25F), the link prior multiplied in (:mod:`indexer.rank`); then duplicates are
+    folded. ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation."""
     searcher = snapshot.searcher
     if compiled.phrases:
         scored, total, exact = _phrase_hits(searcher, compiled, wanted)
     else:
         window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
-        results = searcher.search(compiled.query, limit=window)
-        scored = list(results.items())
-        total, exact = _count(searcher, compiled.query, len(scored), window)
+        if compiled.query.estimate_size(searcher.reader()) <= ONE_PASS_ESTIMATE:
+            # Few matches expected: one pass that scores and counts them all is cheaper than
+            # a skipping pass plus a counting pass.
+            results = searcher.search(compiled.query, limit=window, optimize=False)
+            scored = list(results.items())
+            total, exact = len(results), True
+        else:
+            results = searcher.search(compiled.query, limit=window)
+            scored = list(results.items())
+            total, exact = _count(searcher, compiled.query, len(scored), window)
+    if boost and compiled.boosts and scored:
+        bonus = _boost_scores(searcher, sorted(docnum for docnum, _ in scored), compiled.boosts)
+        scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
-    kept = _fold(scored, snapshot.groups)
+    kept = _fold(scored, snapshot.groups, snapshot.ranks)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _boost_scores(
+    searcher: WhooshSearcher, docnums: list[int], boosts: set[tuple[str, str]]
+) -> dict[int, float]:
+    """Each candidate's weighted BM25 in the boost fields (title, anchors, headings)."""
+    pairs = [(field, term, BOOST_FIELDS[field]) for field, term in sorted(boosts)]
+    return _term_scores(searcher, docnums, pairs)
+
+
+def _term_scores(
+    searcher: WhooshSearcher, docnums: list[int], pairs: list[tuple[str, str, float]]
+) -> dict[int, float]:
+    """Sum of ``weight × BM25(field, term)`` per document of ``docnums`` (ascending): one
+    forward pass per posting list."""
+    reader = searcher.reader()
+    scores: dict[int, float] = {}
+    for field, term, weight in pairs:
+        if (field, term) not in reader:
+            continue
+        matcher = searcher.postings(field, term)
+        for docnum in docnums:
+            if not matcher.is_active():
+                break
+            if matcher.id() < docnum:
+                matcher.skip_to(docnum)
+                if not matcher.is_active():
+                    break
+            if matcher.id() == docnum:
+                scores[docnum] = scores.get(docnum, 0.0) + weight * matcher.score()
+    return scores
 
 
 def _phrase_hits(
     searcher: WhooshSearcher, compiled: Compiled, wanted: int
 ) -> tuple[list[tuple[int, float]], int, bool]:
-    """Phrase queries: the best candidates of the loose query (phrases as ANDs), verified.
+    """Phrase queries: candidates from the loose query (each phrase as the AND of its
+    words), then the positional check, done three ways by how common the words are:
 
-    Candidates are checked in score order, a batch at a time, until there are enough
-    verified hits for the page asked for (and the re-ranking window), so a common phrase
-    costs a few dozen positional checks instead of thousands. When every candidate was
-    checked and the loose query had no more, the count is exact; otherwise it is the loose
-    count scaled by the share of checked candidates that held the phrase.
+    * few candidates (Whoosh's estimate at most :data:`ONE_PASS_ESTIMATE`): all of them are
+      scored and checked; the count is exact;
+    * more: the best :data:`PHRASE_CANDIDATES` by score are checked, in one pass in document
+      order; the count is the loose count scaled by the share that held the phrase;
+    * words so common that a fifth of all pages hold them all ("of the", "is a"): scoring
+      them all would cost more than anything else a search does, and BM25 barely tells such
+      pages apart, so the first :data:`PHRASE_SAMPLE` candidates in index order are checked
+      and the phrase holders among them scored. Results come from that sample (about the
+      first crawled pages), the count is extrapolated.
     """
+    documents = searcher.doc_count_all()
+    estimate = compiled.query.estimate_size(searcher.reader())
+    if estimate > PHRASE_SAMPLE_SHARE * documents and estimate > ONE_PASS_ESTIMATE:
+        return _sampled_phrase_hits(searcher, compiled, documents)
+    if estimate <= ONE_PASS_ESTIMATE:
+        candidates = list(searcher.search(compiled.query, limit=None, optimize=False).items())
+        holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled)
+        verified = [pair for pair in candidates if pair[0] in holding]
+        return verified, len(verified), True
     window = min(MAX_RESULTS, max(PHRASE_CANDIDATES, wanted))
-    results = searcher.search(compiled.query, limit=window)
-    candidates = list(results.items())
-    needed = max(RERANK_WINDOW, wanted)
-    verified: list[tuple[int, float]] = []
-    checked = 0
-    while checked < len(candidates) and len(verified) < needed:
-        batch = candidates[checked : checked + PHRASE_BATCH]
-        checked += len(batch)
-        holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in batch), compiled)
-        verified.extend(pair for pair in batch if pair[0] in holding)
-    if checked == len(candidates) and len(candidates) < window:
+    candidates = list(searcher.search(compiled.query, limit=window).items())
+    holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled)
+    verified = [pair for pair in candidates if pair[0] in holding]
+    if len(candidates) < window:
         return verified, len(verified), True
     loose_total, _ = _count(searcher, compiled.query, len(candidates), window)
-    return verified, max(len(verified), round(loose_total * len(verified) / checked)), False
+    return verified, max(len(verified), round(loose_total * len(verified) / window)), False
+
+
+def _sampled_phrase_hits(
+    searcher: WhooshSearcher, compiled: Compiled, documents: int
+) -> tuple[list[tuple[int, float]], int, bool]:
+    sample: list[int] = []
+    for docnum in searcher.docs_for_query(compiled.query):
+        sample.append(docnum)
+        if len(sample) >= PHRASE_SAMPLE:
+            break
+    holding = sorted(_verify_phrases(searcher, sample, compiled))
+    scores = _term_scores(searcher, holding, [(TEXT_FIELD, term, 1.0) for term in compiled.terms])
+    verified = [(docnum, scores.get(docnum, 0.0)) for docnum in holding]
+    if len(sample) < PHRASE_SAMPLE:
+        return verified, len(verified), True
+    covered = (sample[-1] + 1) / max(documents, 1)
+    return verified, max(len(verified), round(len(verified) / covered)), False
 
 
 def _verify_phrases(searcher: WhooshSearcher, docnums: list[int], compiled: Compiled) -> set[int]:
@@ -420,26 +497,34 @@ def _verify_phrases(searcher: WhooshSearcher, docnums: list[int], compiled: Comp
 def _sequence_at(
     searcher: WhooshSearcher, field: str, sequence: tuple[str, ...], docnums: list[int]
 ) -> set[int]:
-    """Which of ``docnums`` (ascending) hold ``sequence`` at consecutive positions."""
-    matchers = []
-    for term in sequence:
+    """Which of ``docnums`` (ascending) hold ``sequence`` at consecutive positions.
+
+    Terms are visited rarest first, so a document missing a rare term costs one skip, and
+    positions are decoded only for documents that hold every term.
+    """
+    reader = searcher.reader()
+    order = sorted(range(len(sequence)), key=lambda i: reader.doc_frequency(field, sequence[i]))
+    matchers: list[tuple[int, Any]] = []
+    for offset in order:
         try:
-            matchers.append(searcher.postings(field, term))
+            matchers.append((offset, searcher.postings(field, sequence[offset])))
         except TermNotFound:
             return set()
     found: set[int] = set()
     for docnum in docnums:
-        starts: set[int] | None = None
-        for offset, matcher in enumerate(matchers):
+        present = True
+        for _, matcher in matchers:
+            if matcher.is_active() and matcher.id() < docnum:
+                matcher.skip_to(docnum)
             if not matcher.is_active():
                 return found
-            if matcher.id() < docnum:
-                matcher.skip_to(docnum)
-                if not matcher.is_active():
-                    return found
             if matcher.id() != docnum:
-                starts = None
+                present = False
                 break
+        if not present:
+            continue
+        starts: set[int] | None = None
+        for offset, matcher in matchers:
             positions = {position - offset for position in matcher.value_as("positions")}
             starts = positions if starts is None else starts & positions
             if not starts:
@@ -486,16 +571,21 @@ def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, floa
     return hits, total, True
 
 
-def _fold(scored: list[tuple[int, float]], groups: numpy.ndarray) -> list[tuple[int, float]]:
-    """Keep the best-placed hit of each group of identical content."""
-    seen: set[int] = set()
-    kept: list[tuple[int, float]] = []
+def _fold(
+    scored: list[tuple[int, float]], groups: numpy.ndarray, ranks: numpy.ndarray
+) -> list[tuple[int, float]]:
+    """One hit per group of identical content: the group's best score, shown as its
+    best-linked member (the original rather than a mirror of it), best scores first."""
+    best_score: dict[int, float] = {}
+    shown: dict[int, int] = {}
     for docnum, score in scored:
         group = int(groups[docnum])
-        if group in seen:
-            continue
-        seen.add(group)
-        kept.append((docnum, score))
+        if group not in best_score or score > best_score[group]:
+            best_score[group] = score
+        if group not in shown or ranks[docnum] > ranks[shown[group]]:
+            shown[group] = docnum
+    kept = [(shown[group], score) for group, score in best_score.items()]
+    kept.sort(key=lambda pair: (-pair[1], pair[0]))
     return kept
 
 

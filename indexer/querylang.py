@@ -34,7 +34,8 @@ from whoosh import query as wq
 
 from indexer.analysis import STEMMED_LANGUAGES, primary_language, query_variants_by_language
 from indexer.documents import normalize_charset
-from indexer.schema import TEXT_FIELDS
+from indexer.require import Require
+from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.sizefilter import SizeRange
 from sextant.errors import InvalidURL, QueryError
 from sextant.urls import parse as parse_url
@@ -374,30 +375,28 @@ class PhraseCheck:
 
 @dataclass(slots=True)
 class Compiled:
-    """The Whoosh query, the terms a snippet should mark, and phrases left to verify."""
+    """The Whoosh query, the terms a snippet should mark, phrases left to verify, and the
+    (field, term) pairs whose boost-field scores the best candidates get."""
 
     query: wq.Query
     terms: set[str] = field(default_factory=set)
     phrases: list[PhraseCheck] = field(default_factory=list)
+    boosts: set[tuple[str, str]] = field(default_factory=set)
 
 
-def compile_query(parsed: ParsedQuery, *, text_fields: dict[str, float] | None = None) -> Compiled:
-    """Turn the tree into a Whoosh query.
-
-    ``text_fields`` (field → boost) replaces the default BM25F fields; the known-answer tests
-    use it to measure plain BM25 over bodies against the full ranking.
-    """
-    fields = TEXT_FIELDS if text_fields is None else text_fields
+def compile_query(parsed: ParsedQuery) -> Compiled:
+    """Turn the tree into a Whoosh query over ``text``, plus what the searcher does after it:
+    phrases to verify and boost-field terms to re-score with."""
     langs = _language_scope(parsed.root)
-    terms: set[str] = set()
-    phrases: list[PhraseCheck] = []
-    compiled = _compile(parsed.root, fields, langs, terms, phrases, negated=False)
-    if compiled is None:
+    compiled = Compiled(wq.NullQuery)
+    query = _compile(parsed.root, langs, compiled, top=True, negated=False)
+    if query is None:
         raise QueryError(
             "nothing to search for: the query holds no letters or digits "
             "(punctuation alone is not indexed)"
         )
-    return Compiled(compiled, terms, phrases)
+    compiled.query = query
+    return compiled
 
 
 def _language_scope(root: Node) -> tuple[str | None, ...] | None:
@@ -414,116 +413,111 @@ def _language_scope(root: Node) -> tuple[str | None, ...] | None:
 
 def _compile(
     node: Node,
-    fields: dict[str, float],
     langs: tuple[str | None, ...] | None,
-    terms: set[str],
-    phrases: list[PhraseCheck] | None,
+    compiled: Compiled,
     *,
+    top: bool,
     negated: bool,
 ) -> wq.Query | None:
-    """Compile ``node``; ``phrases`` is where top-level positive phrases are deferred to (only
-    there is "all candidates of the loose query, filtered by the phrase" the same set)."""
+    """Compile ``node``. ``top`` is true for the query and its positive conjuncts: only there
+    is "the candidates of the loose query, filtered by the phrase" the same set of documents,
+    so only there are phrases deferred to verification."""
     if isinstance(node, Text):
-        return _text(node, fields, langs, None if negated else terms, phrases)
+        return _text(node, langs, compiled, top=top, negated=negated)
     if isinstance(node, Filter):
+        # Only a filter inside OR or NOT gets here (see the All case below). Whoosh's
+        # ConstantScoreQuery lists every matching document: fine for these rare shapes.
         return wq.ConstantScoreQuery(_filter(node), score=0.0)
     if isinstance(node, Not):
-        child = _compile(node.child, fields, langs, terms, None, negated=not negated)
+        child = _compile(node.child, langs, compiled, top=False, negated=not negated)
         return None if child is None else wq.Not(child)
     if isinstance(node, AnyOf):
-        parts = [_compile(c, fields, langs, terms, None, negated=negated) for c in node.children]
+        parts = [
+            _compile(child, langs, compiled, top=False, negated=negated) for child in node.children
+        ]
         present = [part for part in parts if part is not None]
         if not present:
             return None
         return present[0] if len(present) == 1 else wq.Or(present)
     positives: list[wq.Query] = []
+    filters: list[wq.Query] = []
     negatives: list[wq.Query] = []
     for child in node.children:
         if isinstance(child, Not):
-            excluded = _compile(child.child, fields, langs, terms, None, negated=not negated)
+            excluded = _compile(child.child, langs, compiled, top=False, negated=not negated)
             if excluded is not None:
                 negatives.append(excluded)
-            continue
-        part = _compile(child, fields, langs, terms, phrases, negated=negated)
-        if part is not None:
-            positives.append(part)
-    if not positives:
+        elif isinstance(child, Filter):
+            filters.append(_filter(child))
+        else:
+            part = _compile(child, langs, compiled, top=top, negated=negated)
+            if part is not None:
+                positives.append(part)
+    if positives:
+        query = positives[0] if len(positives) == 1 else wq.And(positives)
+        if filters:
+            # Require: filters decide what matches, only the text decides the score, and
+            # Whoosh's block-max skipping still works on the text (an And would add the
+            # filter terms' BM25 to every score).
+            query = Require(query, filters[0] if len(filters) == 1 else wq.And(filters))
+    elif filters:
+        query = filters[0] if len(filters) == 1 else wq.And(filters)
+    else:
         return None
-    positive = positives[0] if len(positives) == 1 else wq.And(positives)
     if not negatives:
-        return positive
-    return wq.AndNot(positive, negatives[0] if len(negatives) == 1 else wq.Or(negatives))
+        return query
+    return wq.AndNot(query, negatives[0] if len(negatives) == 1 else wq.Or(negatives))
 
 
 def _text(
     node: Text,
-    fields: dict[str, float],
     langs: tuple[str | None, ...] | None,
-    terms: set[str] | None,
-    phrases: list[PhraseCheck] | None = None,
+    compiled: Compiled,
+    *,
+    top: bool,
+    negated: bool,
 ) -> wq.Query | None:
-    """Words or a phrase, searched in every text field, in every language's form.
+    """Words or a phrase, matched in ``text`` (or ``title``/``urlwords`` for intitle:/inurl:),
+    in every language's form.
 
     A stemmed form only counts on pages of its own language: the German stem of ``here`` is
     ``her``, which English pages hold for another word entirely, so language-specific forms
-    are combined with a ``lang`` term. The unstemmed form matches pages of any language.
+    are required to come with a ``lang`` term. The unstemmed form matches pages of any
+    language. URL words are indexed unstemmed, so inurl: uses the unstemmed form only.
 
-    With ``phrases`` given, a multi-term sequence compiles to the AND of its terms (cheap,
+    A multi-term sequence at the top of the query compiles to the AND of its terms (cheap,
     scored, skippable by Whoosh's block-max optimizations) and the positional check is
-    recorded there, for the searcher to run on the best candidates only (see
+    recorded for the searcher to run on the best candidates only (see
     :func:`indexer.query._verify_phrases`): Whoosh's own phrase matcher decodes every position
     of every document holding all the words, seconds for "of the" on a large index.
     """
-    if node.field == "intitle":
-        fields = {"title": 1.0}
-    elif node.field == "inurl":
-        fields = {"urlwords": 1.0}
-    stemmed = query_variants_by_language(node.value, langs)
-    if not stemmed:
+    field_name = {"intitle": "title", "inurl": "urlwords"}.get(node.field or "", TEXT_FIELD)
+    variants = query_variants_by_language(
+        node.value, (None,) if field_name == "urlwords" else langs
+    )
+    if not variants:
         return None
-    literal = tuple(query_variants_by_language(node.value, (None,)))
     check = PhraseCheck([])
     parts: list[wq.Query] = []
-    for sequence, languages in sorted(stemmed.items(), key=lambda item: item[0]):
-        per_field = [
-            _sequence(name, sequence, boost, check, loose=phrases is not None)
-            for name, boost in fields.items()
-            if name != "urlwords"
-        ]
-        if not per_field:
-            continue
-        if terms is not None:
-            terms.update(sequence)
-        matcher = per_field[0] if len(per_field) == 1 else wq.Or(per_field)
+    for sequence, languages in sorted(variants.items(), key=lambda item: item[0]):
+        if not negated:
+            compiled.terms.update(sequence)
+            if field_name == TEXT_FIELD:
+                compiled.boosts.update((name, term) for name in BOOST_FIELDS for term in sequence)
+        if len(sequence) == 1:
+            part: wq.Query = wq.Term(field_name, sequence[0])
+        elif top and not negated:
+            check.alternatives.append((field_name, sequence))
+            part = wq.And([wq.Term(field_name, term) for term in sequence])
+        else:
+            part = wq.Phrase(field_name, list(sequence))
         if None not in languages:
             only = [wq.Term("lang", lang) for lang in sorted(lang for lang in languages if lang)]
-            restriction = only[0] if len(only) == 1 else wq.Or(only)
-            matcher = wq.And([matcher, wq.ConstantScoreQuery(restriction, score=0.0)])
-        parts.append(matcher)
-    if "urlwords" in fields:
-        # URL words are indexed unstemmed, whatever the page's language.
-        for sequence in literal:
-            if terms is not None:
-                terms.update(sequence)
-            parts.append(
-                _sequence(
-                    "urlwords", sequence, fields["urlwords"], check, loose=phrases is not None
-                )
-            )
-    if phrases is not None and check.alternatives:
-        phrases.append(check)
+            part = Require(part, only[0] if len(only) == 1 else wq.Or(only))
+        parts.append(part)
+    if check.alternatives:
+        compiled.phrases.append(check)
     return parts[0] if len(parts) == 1 else wq.Or(parts)
-
-
-def _sequence(
-    field: str, sequence: tuple[str, ...], boost: float, check: PhraseCheck, *, loose: bool
-) -> wq.Query:
-    if len(sequence) == 1:
-        return wq.Term(field, sequence[0], boost=boost)
-    if not loose:
-        return wq.Phrase(field, list(sequence), boost=boost)
-    check.alternatives.append((field, sequence))
-    return wq.And([wq.Term(field, term, boost=boost) for term in sequence])
 
 
 def _filter(node: Filter) -> wq.Query:

@@ -6,8 +6,12 @@ single largest indexing cost. No page content is stored: titles are (result list
 for every hit), snippets come from the store. Link analysis scores live beside the index
 (:mod:`indexer.rank`), so recomputing PageRank never rewrites documents.
 
-Field boosts are applied at query time (:mod:`indexer.querylang`), not baked into postings, so
-they can be tuned without a rebuild.
+Matching and scoring are split for speed: every searchable word of a page is in one field,
+``text`` (title, body, prompt, anchor text, URL words, each part analyzed in the page's
+language), so a query of several words is an intersection of single posting lists instead of
+unions over six fields. Title, anchor text and headings are also indexed on their own, and
+their weights are applied when the best candidates are re-scored (BM25F); the weights live in
+this module and apply at query time, so tuning them needs no rebuild.
 """
 
 from __future__ import annotations
@@ -92,17 +96,18 @@ class Keywords(fields.FieldType):
             yield term.encode("utf-8"), 1, 1.0, b""
 
 
-#: Text fields a plain query word searches, with their query-time boosts. Titles and the
-#: anchor text other capsules chose are the strongest evidence of what a page is about;
-#: the URL's words are weak evidence (but all there is for an image).
-TEXT_FIELDS: dict[str, float] = {
-    "title": 3.0,
-    "anchors": 2.0,
-    "prompt": 2.0,
-    "headings": 1.5,
-    "body": 1.0,
-    "urlwords": 0.5,
-}
+#: The field every word of a query is matched in: all the searchable text of a page.
+TEXT_FIELD = "text"
+
+#: Fields whose matches add to a hit's score, with their weights (BM25F: each field's BM25
+#: times its weight, summed). The ``text`` field holds everything, so a word in a title counts
+#: there and again here: titles, the anchor text other capsules chose, and headings are the
+#: strongest evidence of what a page is about.
+BOOST_FIELDS: dict[str, float] = {"title": 2.0, "anchors": 1.5, "headings": 0.5}
+
+#: Gap between the parts of ``text`` (title, body, anchor labels...) so that a phrase never
+#: matches across two of them.
+PART_GAP = 100
 
 
 def build_schema() -> fields.Schema:
@@ -110,12 +115,13 @@ def build_schema() -> fields.Schema:
         # Identity: the store's page id (for deletes and the rank table) and the URL.
         pid=fields.ID(stored=True, unique=True),
         url=fields.ID(stored=True, unique=True),
-        # Text.
+        # Text. ``text`` decides what matches and is scored first; the boost fields re-score
+        # the best candidates (see indexer.query). Phrases are checked on ``text`` positions,
+        # intitle: and inurl: on their own fields.
+        text=LangText(),
         title=LangText(stored=True),
-        headings=LangText(),
-        body=LangText(),
-        anchors=LangText(),
-        prompt=LangText(),
+        anchors=LangText(positions=False),
+        headings=LangText(positions=False),
         urlwords=LangText(),
         # Filters.
         host=fields.ID(stored=True),  # punycode authority (host, or host:port)
@@ -126,7 +132,6 @@ def build_schema() -> fields.Schema:
         charset=fields.ID(stored=True),
         size=fields.STORED(),  # bytes; size: filters read the ``sizes`` column below
         feed=fields.ID(stored=True),  # gemsub, atom, rss
-        # Facts shown with results.
         # Facts shown with results; stored only (no filter needs them, and every indexed
         # NUMERIC value costs several tiered terms).
         first_seen=fields.STORED(),

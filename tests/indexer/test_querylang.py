@@ -18,6 +18,7 @@ from indexer.querylang import (
     parse,
     parse_size,
 )
+from indexer.require import Require
 from sextant.errors import QueryError
 
 
@@ -141,14 +142,25 @@ def leaves(query: wq.Query) -> list[wq.Query]:
     return list(query.leaves())
 
 
-def test_plain_word_searches_every_text_field_with_its_boost() -> None:
+def test_plain_word_matches_text_and_boosts_the_boost_fields() -> None:
     compiled = compile_query(parse("gardening"))
-    boosts = {leaf.fieldname: leaf.boost for leaf in leaves(compiled.query) if leaf.text != "en"}
-    assert set(boosts) == {"title", "anchors", "prompt", "headings", "body", "urlwords"}
-    assert boosts["title"] > boosts["body"] > boosts["urlwords"]
+    fields = {leaf.fieldname for leaf in leaves(compiled.query) if leaf.fieldname != "lang"}
+    assert fields == {"text"}
     assert "garden" in compiled.terms
     assert "gardening" in compiled.terms
+    assert ("title", "garden") in compiled.boosts
+    assert ("anchors", "gardening") in compiled.boosts
     assert compiled.phrases == []
+
+
+def test_intitle_and_inurl_match_their_own_fields_without_boosts() -> None:
+    compiled = compile_query(parse("intitle:gardening inurl:gemlog"))
+    fields = {leaf.fieldname for leaf in leaves(compiled.query) if leaf.fieldname != "lang"}
+    assert fields == {"title", "urlwords"}
+    assert compiled.boosts == set()
+    assert {leaf.text for leaf in leaves(compiled.query) if leaf.fieldname == "urlwords"} == {
+        "gemlog"
+    }
 
 
 def test_stemmed_forms_only_count_on_pages_of_their_language() -> None:
@@ -157,33 +169,39 @@ def test_stemmed_forms_only_count_on_pages_of_their_language() -> None:
     restricted = [
         part
         for part in query.subqueries
-        if isinstance(part, wq.And) and wq.Term("body", "her") in list(part.leaves())
+        if isinstance(part, Require) and part.a == wq.Term("text", "her")
     ]
     assert len(restricted) == 1
-    assert wq.Term("lang", "de") in list(restricted[0].leaves())
-    assert wq.Term("lang", "en") not in list(restricted[0].leaves())
+    assert wq.Term("lang", "de") in list(restricted[0].b.leaves())
+    assert wq.Term("lang", "en") not in list(restricted[0].b.leaves())
+    assert wq.Term("text", "here") in query.subqueries  # the unstemmed form, unrestricted
+
+
+def test_top_level_filters_restrict_without_scoring() -> None:
+    query = compile_query(parse("tomato site:example.org -soup")).query
+    assert isinstance(query, wq.AndNot)
+    assert isinstance(query.a, Require)
+    assert query.a.b == wq.Term("host", "example.org")
 
 
 def test_top_level_phrases_are_loosened_and_deferred_nested_ones_are_not() -> None:
     compiled = compile_query(parse('"sourdough starter" bread'))
     assert not any(isinstance(leaf, wq.Phrase) for leaf in leaves(compiled.query))
-    assert len(compiled.phrases) == 1
-    alternatives = compiled.phrases[0].alternatives
-    assert ("body", ("sourdough", "starter")) in alternatives
-    assert ("urlwords", ("sourdough", "starter")) in alternatives
+    (check,) = compiled.phrases
+    assert ("text", ("sourdough", "starter")) in check.alternatives
+    assert ("text", ("sourdough", "start")) in check.alternatives  # English stems
     nested = compile_query(parse('"sourdough starter" OR bread'))
     assert nested.phrases == []
-    assert any(isinstance(sub, wq.Phrase) for sub in nested.query.subqueries[0].subqueries)
+    assert any(isinstance(leaf, wq.Phrase) for leaf in nested.query.subqueries[0].subqueries)
     negated = compile_query(parse('bread -"sourdough starter"'))
     assert negated.phrases == []
 
 
-def test_compound_words_are_phrases_and_urlwords_stay_unstemmed() -> None:
-    compiled = compile_query(parse("example.org"))
-    (check,) = compiled.phrases
-    assert ("urlwords", ("example", "org")) in check.alternatives
-    assert ("body", ("exampl", "org")) in check.alternatives  # English stem
-    assert ("urlwords", ("exampl", "org")) not in check.alternatives
+def test_compound_words_are_phrases() -> None:
+    (check,) = compile_query(parse("example.org")).phrases
+    assert ("text", ("example", "org")) in check.alternatives
+    (check,) = compile_query(parse("inurl:example.org")).phrases
+    assert check.alternatives == [("urlwords", ("example", "org"))]
 
 
 def test_negated_words_are_not_marked_in_snippets() -> None:
