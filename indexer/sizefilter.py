@@ -94,7 +94,7 @@ def _sizes(reader: Any) -> numpy.ndarray:
     else:
         sizes = numpy.full(count, UNKNOWN_SIZE, dtype=numpy.int64)
     if reader.has_deletions():
-        deleted = numpy.fromiter(reader.deleted_docs(), dtype=numpy.int64)
+        deleted = numpy.fromiter(reader.deleted_docs_set, dtype=numpy.int64)
         sizes[deleted] = UNKNOWN_SIZE
     setattr(reader, _CACHE_ATTRIBUTE, sizes)
     return sizes

@@ -279,3 +279,21 @@ def test_an_index_of_another_version_is_rebuilt_and_refused_until_then(store: St
         searcher.search("tomatoes")
     assert store.index().mode == "full"
     assert urls(store, "tomatoes")
+
+
+def test_size_filter_follows_changes_deletions_and_segments(store: Store) -> None:
+    store.space.add(
+        {
+            f"{A}/big.gmi": P("# Big\nLarge page.", size=50_000),
+            f"{A}/small.gmi": P("# Small\nSmall page.", size=100),
+            f"{B}/big.gmi": P("# Big too\nAnother large page.", size=60_000),
+        }
+    )
+    store.index(procs=2)  # two segments
+    assert set(urls(store, "size:>10K")) == {f"{A}/big.gmi", f"{B}/big.gmi"}
+    assert urls(store, "size:>10K another") == [f"{B}/big.gmi"]
+    store.space.change(f"{B}/big.gmi", size=10)
+    store.space.change(f"{A}/big.gmi", state="gone")
+    store.index()
+    assert urls(store, "size:>10K") == []
+    assert set(urls(store, "size:<1K")) == {f"{A}/small.gmi", f"{B}/big.gmi"}

@@ -1,0 +1,115 @@
+"""Phrase queries by each of their three paths, and the Whoosh pieces they rely on."""
+
+from __future__ import annotations
+
+import pytest
+from whoosh import index as whoosh_index
+from whoosh import query as wq
+from whoosh import scoring
+from whoosh.matching import ListMatcher
+from whoosh.matching.wrappers import RequireMatcher
+
+from indexer import query as query_module
+from indexer.require import _FixedRequireMatcher
+from indexer.weighting import BM25F
+from tests.indexer.conftest import Store
+from tests.indexer.spaces import P
+
+PAGES = 120
+
+
+@pytest.fixture
+def phrase_store(store: Store) -> Store:
+    """Pages holding "alpha beta" (every third), the words apart, or in the other order."""
+    bodies = ["Alpha beta here.", "Beta then alpha.", "Alpha and then beta."]
+    store.space.add(
+        {
+            f"gemini://p{i % 5}.example/{i}.gmi": P(f"# Page {i}\n{bodies[i % 3]}")
+            for i in range(PAGES)
+        }
+    )
+    store.index()
+    return store
+
+
+def holders() -> set[str]:
+    return {f"gemini://p{i % 5}.example/{i}.gmi" for i in range(0, PAGES, 3)}
+
+
+def test_few_candidates_are_all_checked_and_counted_exactly(phrase_store: Store) -> None:
+    with phrase_store.searcher() as searcher:
+        results = searcher.search('"alpha beta"', page_size=100)
+        assert {hit.url for hit in results.hits} == holders()
+        assert results.total == PAGES // 3
+        assert results.exact
+
+
+def test_many_candidates_check_the_best_and_estimate_the_count(
+    phrase_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(query_module, "ONE_PASS_ESTIMATE", 10)
+    monkeypatch.setattr(query_module, "PHRASE_CANDIDATES", 60)
+    monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 2.0)  # never sample
+    with phrase_store.searcher() as searcher:
+        results = searcher.search('"alpha beta"', page_size=100)
+        assert results.hits
+        assert {hit.url for hit in results.hits} <= holders()
+        assert not results.exact
+        assert 20 <= results.total <= 60
+
+
+def test_very_common_words_are_checked_on_a_sample(
+    phrase_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(query_module, "ONE_PASS_ESTIMATE", 10)
+    monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 0.1)
+    monkeypatch.setattr(query_module, "PHRASE_SAMPLE", 45)
+    with phrase_store.searcher() as searcher:
+        results = searcher.search('"alpha beta"', page_size=100)
+        assert {hit.url for hit in results.hits} <= holders()
+        assert len(results.hits) == 15  # every third of the first 45 candidates
+        assert not results.exact
+        assert 25 <= results.total <= 60
+        assert all(hit.score > 0 for hit in results.hits)
+
+
+def test_nested_phrases_use_whoosh_phrase_matching(phrase_store: Store) -> None:
+    with phrase_store.searcher() as searcher:
+        results = searcher.search('"alpha beta" OR nothingatall', page_size=100)
+        assert {hit.url for hit in results.hits} == holders()
+        excluded = searcher.search('alpha -"alpha beta"', page_size=100)
+        assert not {hit.url for hit in excluded.hits} & holders()
+        assert excluded.total == PAGES - PAGES // 3
+
+
+def test_in_memory_lengths_score_exactly_like_whoosh(phrase_store: Store) -> None:
+    index = whoosh_index.open_dir(str(phrase_store.index_dir.resolve()))
+    ours = BM25F(B=0.75, K1=1.2)
+    theirs = scoring.BM25F(B=0.75, K1=1.2)
+    for term in ("alpha", "beta", "then"):
+        with index.searcher(weighting=ours) as fast, index.searcher(weighting=theirs) as slow:
+            expected = dict(slow.search(wq.Term("text", term), limit=None).items())
+            got = dict(fast.search(wq.Term("text", term), limit=None).items())
+        assert got.keys() == expected.keys()
+        for docnum, score in expected.items():
+            assert got[docnum] == pytest.approx(score, rel=1e-12)
+
+
+class _Scored(ListMatcher):
+    def supports_block_quality(self) -> bool:
+        return True
+
+    def block_quality(self) -> float:
+        return 1.0
+
+
+def test_require_survives_a_quality_skip_that_stays_put() -> None:
+    # Both matchers on document 1; a skip that finds the current block good enough does not
+    # move, which made Whoosh's RequireMatcher assert the two were misaligned.
+    with pytest.raises(AssertionError):
+        RequireMatcher(_Scored([1, 5]), ListMatcher([1, 5])).skip_to_quality(0.5)
+    fixed = _FixedRequireMatcher(_Scored([1, 5]), ListMatcher([1, 5]))
+    fixed.skip_to_quality(0.5)
+    assert fixed.id() == 1
+    fixed.next()
+    assert fixed.id() == 5
