@@ -33,9 +33,12 @@ class CapsuleLimits:
     """The capsule's own limits, on top of the generic server's (timeouts, connections)."""
 
     page_size: int = 10
-    # Deeper pages cost more (the index ranks page x size hits) and nobody reads them.
+    # Deeper pages cost more (the index ranks page x size hits) and nobody reads them; the
+    # search API offers at most 1,000 results anyway.
     max_page: int = 100
-    search_workers: int = 2  # searches at once: CPU-bound, so about the number of cores
+    # Threads for searches. The searcher runs one Whoosh search at a time (under its lock,
+    # and pure Python under the GIL); a second thread overlaps the snippet reads from the store.
+    search_workers: int = 2
     store_workers: int = 4  # store queries at once (the SQLite connection pool allows 5)
     max_waiting: int = 256  # requests waiting for a worker before new ones get 41
     # Per client address, for costly pages; None turns the throttle off (benchmarks).

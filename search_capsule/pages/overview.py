@@ -30,6 +30,11 @@ def home(census: Census) -> str:
     lines = [
         heading("Sextant — search Geminispace"),
         "",
+        text(
+            "A search engine for Gemini: its crawler visits capsules politely, and this "
+            "capsule searches the pages it found. Any Gemini client can use it."
+        ),
+        "",
         link(paths.SEARCH, "Search"),
         link(paths.VERBOSE_SEARCH, "Search, with scores and details for every result"),
         link(paths.BACKLINKS, "Which pages link to a URL?"),
