@@ -6,14 +6,22 @@ reused, and each query first makes a cheap check (a ``readlink``, a directory li
 ``stat``) for a swapped-in rebuild, a new incremental commit or new link scores, reopening
 only what changed.
 
-Ranking (see :mod:`indexer.rank` for the blend): text queries take the top hits by BM25F from
-Whoosh (with its block-max skipping), multiply each score by the link prior, fold hits that
-share content (same content hash: mirrors, copies) into the best-placed one, and sort.
+Ranking, in stages:
+
+1. the query (:mod:`indexer.querylang`) is evaluated on whole posting lists of the ``text``
+   field with numpy (:mod:`indexer.vector`): every match, its BM25, an exact count;
+2. phrases at the top of the query are checked on positions (:mod:`indexer.positions`);
+3. the best :data:`~indexer.rank.RERANK_WINDOW` get the weighted BM25 of their title,
+   anchor-text and heading fields added (BM25F: :data:`~indexer.schema.BOOST_FIELDS`);
+4. each score is multiplied by the link prior (:mod:`indexer.rank` documents the blend);
+5. hits with the same content (mirrors, copies: one content hash) fold into one, shown as
+   the best-linked copy.
+
 Filter-only queries have no text score, so all matching pages are ordered by link score.
 
-Threads: Whoosh's reader objects are not safe for concurrent use, so each snapshot's searcher
-is used under a lock; the work outside it (parsing, snippets from the store) runs in parallel.
-Whoosh search is pure Python, so a pool of searchers would not run faster under the GIL anyway.
+Threads: Whoosh's reader objects are not safe for concurrent use, so each snapshot is used
+under a lock; the work outside it (parsing, snippets from the store) runs in parallel. The
+evaluation is numpy and Python under the GIL, so more searchers would not be faster.
 """
 
 from __future__ import annotations
@@ -31,17 +39,18 @@ from typing import TYPE_CHECKING, Any
 import numpy
 from sqlalchemy import select
 from whoosh import index as whoosh_index
-from whoosh.reading import TermNotFound
 from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
 from indexer.location import IndexMissing
+from indexer.positions import term_scores, verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
-from indexer.schema import BOOST_FIELDS, TEXT_FIELD
+from indexer.schema import BOOST_FIELDS
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
+from indexer.vector import DocSet, VectorIndex, top
 from indexer.weighting import BM25F
 from sextant import gemtext
 from sextant.errors import QueryError
@@ -66,16 +75,11 @@ __all__ = [
 #: Results beyond this rank are not offered (nobody reads page 101 of a search engine).
 MAX_RESULTS = 1000
 MAX_PAGE_SIZE = 100
-#: Candidates of a phrase query's loose form checked (see _phrase_hits).
+#: How phrase positions are checked (see _vector_hits).
+PHRASE_CHECK_ALL = 2000
 PHRASE_CANDIDATES = 300
-#: Phrases whose words are all this common (share of documents) are checked on a sample.
 PHRASE_SAMPLE_SHARE = 0.2
 PHRASE_SAMPLE = 1000
-#: A query Whoosh estimates to match at most this many documents is scored and counted in
-#: one pass, without block-max skipping.
-ONE_PASS_ESTIMATE = 3000
-#: Matches counted one by one before the total is extrapolated (see _count).
-COUNT_LIMIT = 1000
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -112,7 +116,7 @@ class SearchResults:
     hits: tuple[Hit, ...]
     suggestion: str | None
     seconds: float
-    exact: bool = True  # False: ``total`` is an estimate (a large result set, see _count)
+    exact: bool = True  # False: ``total`` is an estimate (common phrases, see _vector_hits)
 
     @property
     def pages(self) -> int:
@@ -131,6 +135,7 @@ class _Snapshot:
         self.users = 0
         self.retired = False
         self.page_ids, self.groups = _document_arrays(self.searcher)
+        self.vector = VectorIndex(self.searcher, WEIGHTING)
         self.rank_stamp: tuple[int, int, int] | None = None
         self.link_scores = LinkScores.empty()
         self.ranks = numpy.ones(len(self.page_ids))
@@ -369,24 +374,12 @@ def _rank_text(
     snapshot: _Snapshot, compiled: Compiled, wanted: int, *, boost: bool, blend: bool
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits and the match count (and whether it is exact), in three stages:
-    candidates by BM25 on ``text`` (Whoosh, block-max skipping), their boost-field scores
-    added (BM25F), the link prior multiplied in (:mod:`indexer.rank`); then duplicates are
-    folded. ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation."""
+    candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
+    (BM25F), the link prior multiplied in (:mod:`indexer.rank`); then duplicates are folded.
+    ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation."""
     searcher = snapshot.searcher
-    if compiled.phrases:
-        scored, total, exact = _phrase_hits(searcher, compiled, wanted)
-    else:
-        window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
-        if compiled.query.estimate_size(searcher.reader()) <= ONE_PASS_ESTIMATE:
-            # Few matches expected: one pass that scores and counts them all is cheaper than
-            # a skipping pass plus a counting pass.
-            results = searcher.search(compiled.query, limit=window, optimize=False)
-            scored = list(results.items())
-            total, exact = len(results), True
-        else:
-            results = searcher.search(compiled.query, limit=window)
-            scored = list(results.items())
-            total, exact = _count(searcher, compiled.query, len(scored), window)
+    matches = snapshot.vector.evaluate(compiled.query)
+    scored, total, exact = _vector_hits(searcher, compiled, matches, wanted)
     if boost and compiled.boosts and scored:
         bonus = _boost_scores(searcher, sorted(docnum for docnum, _ in scored), compiled.boosts)
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
@@ -397,167 +390,58 @@ def _rank_text(
     return kept, total - (len(scored) - len(kept)), exact
 
 
+def _vector_hits(
+    searcher: WhooshSearcher, compiled: Compiled, matches: DocSet, wanted: int
+) -> tuple[list[tuple[int, float]], int, bool]:
+    """The best hits of an evaluated query; the count, and whether it is exact.
+
+    Phrases at the top of the query were matched as the AND of their words; their positions
+    are checked here, three ways by how many documents hold all the words:
+
+    * at most :data:`PHRASE_CHECK_ALL`: every one is checked; the count is exact;
+    * words so common that a fifth of all pages hold them all ("of the", "is a"): the first
+      :data:`PHRASE_SAMPLE` in index order are checked, their phrase holders ranked (BM25
+      barely tells such pages apart); results come from that sample, the count is the
+      number of candidates times the share that held the phrase;
+    * otherwise the best :data:`PHRASE_CANDIDATES` by score are checked, the count estimated
+      the same way.
+    """
+    window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
+    if not compiled.phrases:
+        return top(matches, window), len(matches), True
+    documents = searcher.doc_count_all()
+    if len(matches) <= PHRASE_CHECK_ALL:
+        holding = verify_phrases(searcher, matches.ids.tolist(), compiled.phrases)
+        verified = [pair for pair in top(matches, len(matches)) if pair[0] in holding]
+        return verified, len(verified), True
+    if len(matches) > PHRASE_SAMPLE_SHARE * documents:
+        sample = matches.ids[:PHRASE_SAMPLE].tolist()  # the first in index order
+        holding = verify_phrases(searcher, sample, compiled.phrases)
+        chosen = numpy.isin(matches.ids[:PHRASE_SAMPLE], list(holding))
+        verified = top(
+            DocSet(matches.ids[:PHRASE_SAMPLE][chosen], matches.scores[:PHRASE_SAMPLE][chosen]),
+            window,
+        )
+        share = len(holding) / max(len(sample), 1)
+        return verified, max(len(verified), round(len(matches) * share)), False
+    candidates = top(matches, max(PHRASE_CANDIDATES, window))
+    holding = verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled.phrases)
+    verified = [pair for pair in candidates if pair[0] in holding]
+    share = len(verified) / max(len(candidates), 1)
+    return verified, max(len(verified), round(len(matches) * share)), False
+
+
 def _boost_scores(
     searcher: WhooshSearcher, docnums: list[int], boosts: set[tuple[str, str]]
 ) -> dict[int, float]:
     """Each candidate's weighted BM25 in the boost fields (title, anchors, headings)."""
     pairs = [(field, term, BOOST_FIELDS[field]) for field, term in sorted(boosts)]
-    return _term_scores(searcher, docnums, pairs)
-
-
-def _term_scores(
-    searcher: WhooshSearcher, docnums: list[int], pairs: list[tuple[str, str, float]]
-) -> dict[int, float]:
-    """Sum of ``weight × BM25(field, term)`` per document of ``docnums`` (ascending): one
-    forward pass per posting list."""
-    reader = searcher.reader()
-    scores: dict[int, float] = {}
-    for field, term, weight in pairs:
-        if (field, term) not in reader:
-            continue
-        matcher = searcher.postings(field, term)
-        for docnum in docnums:
-            if not matcher.is_active():
-                break
-            if matcher.id() < docnum:
-                matcher.skip_to(docnum)
-                if not matcher.is_active():
-                    break
-            if matcher.id() == docnum:
-                scores[docnum] = scores.get(docnum, 0.0) + weight * matcher.score()
-    return scores
-
-
-def _phrase_hits(
-    searcher: WhooshSearcher, compiled: Compiled, wanted: int
-) -> tuple[list[tuple[int, float]], int, bool]:
-    """Phrase queries: candidates from the loose query (each phrase as the AND of its
-    words), then the positional check, done three ways by how common the words are:
-
-    * few candidates (Whoosh's estimate at most :data:`ONE_PASS_ESTIMATE`): all of them are
-      scored and checked; the count is exact;
-    * more: the best :data:`PHRASE_CANDIDATES` by score are checked, in one pass in document
-      order; the count is the loose count scaled by the share that held the phrase;
-    * words so common that a fifth of all pages hold them all ("of the", "is a"): scoring
-      them all would cost more than anything else a search does, and BM25 barely tells such
-      pages apart, so the first :data:`PHRASE_SAMPLE` candidates in index order are checked
-      and the phrase holders among them scored. Results come from that sample (about the
-      first crawled pages), the count is extrapolated.
-    """
-    documents = searcher.doc_count_all()
-    estimate = compiled.query.estimate_size(searcher.reader())
-    if estimate > PHRASE_SAMPLE_SHARE * documents and estimate > ONE_PASS_ESTIMATE:
-        return _sampled_phrase_hits(searcher, compiled, documents)
-    if estimate <= ONE_PASS_ESTIMATE:
-        candidates = list(searcher.search(compiled.query, limit=None, optimize=False).items())
-        holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled)
-        verified = [pair for pair in candidates if pair[0] in holding]
-        return verified, len(verified), True
-    window = min(MAX_RESULTS, max(PHRASE_CANDIDATES, wanted))
-    candidates = list(searcher.search(compiled.query, limit=window).items())
-    holding = _verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled)
-    verified = [pair for pair in candidates if pair[0] in holding]
-    if len(candidates) < window:
-        return verified, len(verified), True
-    loose_total, _ = _count(searcher, compiled.query, len(candidates), window)
-    return verified, max(len(verified), round(loose_total * len(verified) / window)), False
-
-
-def _sampled_phrase_hits(
-    searcher: WhooshSearcher, compiled: Compiled, documents: int
-) -> tuple[list[tuple[int, float]], int, bool]:
-    sample: list[int] = []
-    for docnum in searcher.docs_for_query(compiled.query):
-        sample.append(docnum)
-        if len(sample) >= PHRASE_SAMPLE:
-            break
-    holding = sorted(_verify_phrases(searcher, sample, compiled))
-    scores = _term_scores(searcher, holding, [(TEXT_FIELD, term, 1.0) for term in compiled.terms])
-    verified = [(docnum, scores.get(docnum, 0.0)) for docnum in holding]
-    if len(sample) < PHRASE_SAMPLE:
-        return verified, len(verified), True
-    covered = (sample[-1] + 1) / max(documents, 1)
-    return verified, max(len(verified), round(len(verified) / covered)), False
-
-
-def _verify_phrases(searcher: WhooshSearcher, docnums: list[int], compiled: Compiled) -> set[int]:
-    """The documents among ``docnums`` (ascending) where every deferred phrase holds."""
-    holding = set(docnums)
-    for check in compiled.phrases:
-        passed: set[int] = set()
-        for field, sequence in check.alternatives:
-            pending = [docnum for docnum in docnums if docnum in holding and docnum not in passed]
-            if not pending:
-                break
-            passed |= _sequence_at(searcher, field, sequence, pending)
-        holding &= passed
-    return holding
-
-
-def _sequence_at(
-    searcher: WhooshSearcher, field: str, sequence: tuple[str, ...], docnums: list[int]
-) -> set[int]:
-    """Which of ``docnums`` (ascending) hold ``sequence`` at consecutive positions.
-
-    Terms are visited rarest first, so a document missing a rare term costs one skip, and
-    positions are decoded only for documents that hold every term.
-    """
-    reader = searcher.reader()
-    order = sorted(range(len(sequence)), key=lambda i: reader.doc_frequency(field, sequence[i]))
-    matchers: list[tuple[int, Any]] = []
-    for offset in order:
-        try:
-            matchers.append((offset, searcher.postings(field, sequence[offset])))
-        except TermNotFound:
-            return set()
-    found: set[int] = set()
-    for docnum in docnums:
-        present = True
-        for _, matcher in matchers:
-            if matcher.is_active() and matcher.id() < docnum:
-                matcher.skip_to(docnum)
-            if not matcher.is_active():
-                return found
-            if matcher.id() != docnum:
-                present = False
-                break
-        if not present:
-            continue
-        starts: set[int] | None = None
-        for offset, matcher in matchers:
-            positions = {position - offset for position in matcher.value_as("positions")}
-            starts = positions if starts is None else starts & positions
-            if not starts:
-                break
-        if starts:
-            found.add(docnum)
-    return found
-
-
-def _count(searcher: WhooshSearcher, query: Any, collected: int, window: int) -> tuple[int, bool]:
-    """How many documents match, and whether that is exact.
-
-    When the top-hits collector did not fill its window it saw every match (block-max skipping
-    only starts once the window is full), so its count is exact. Otherwise matching documents
-    are counted without scoring up to :data:`COUNT_LIMIT`, and a count that reaches the limit
-    is extrapolated by the share of document numbers it covered: document numbers follow crawl
-    order, not content, so the matches seen so far are a fair sample. Counting every match of
-    a common word costs more than the search itself on a large index.
-    """
-    if collected < window:
-        return collected, True
-    documents = searcher.doc_count_all()
-    count = 0
-    for docnum in searcher.docs_for_query(query):
-        count += 1
-        if count >= COUNT_LIMIT:
-            return max(count, round(count * documents / (docnum + 1))), False
-    return count, True
+    return term_scores(searcher, docnums, pairs)
 
 
 def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int, bool]:
     """Every page a filter-only query matches, best link score first, folded."""
-    docnums = numpy.fromiter(snapshot.searcher.docs_for_query(query), dtype=numpy.int64)
+    docnums = snapshot.vector.evaluate(query).ids
     if len(docnums) == 0:
         return [], 0, True
     ranks = snapshot.ranks[docnums]

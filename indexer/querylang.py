@@ -425,9 +425,9 @@ def _compile(
     if isinstance(node, Text):
         return _text(node, langs, compiled, top=top, negated=negated)
     if isinstance(node, Filter):
-        # Only a filter inside OR or NOT gets here (see the All case below). Whoosh's
-        # ConstantScoreQuery lists every matching document: fine for these rare shapes.
-        return wq.ConstantScoreQuery(_filter(node), score=0.0)
+        # Only a filter inside OR or NOT gets here (see the All case below): a page that
+        # matches by the filter alone gets a small constant score.
+        return wq.ConstantScoreQuery(_filter(node), score=1.0)
     if isinstance(node, Not):
         child = _compile(node.child, langs, compiled, top=False, negated=not negated)
         return None if child is None else wq.Not(child)

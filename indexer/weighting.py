@@ -23,13 +23,14 @@ class BM25F(scoring.BM25F):
     def scorer(self, searcher: Any, fieldname: str, text: bytes, qf: float = 1) -> Any:
         scorer = super().scorer(searcher, fieldname, text, qf=qf)
         if isinstance(scorer, scoring.WeightLengthScorer) and searcher.is_atomic():
-            table = _lengths(searcher.reader(), fieldname)
+            table = field_lengths(searcher.reader(), fieldname)
             if table is not None:
                 scorer.dfl = table.__getitem__
         return scorer
 
 
-def _lengths(reader: Any, fieldname: str) -> list[int] | None:
+def field_lengths(reader: Any, fieldname: str) -> list[int] | None:
+    """A segment reader's lengths of ``fieldname`` per document (None: not a scored field)."""
     cache: dict[str, list[int] | None] | None = getattr(reader, _CACHE_ATTRIBUTE, None)
     if cache is None:
         cache = {}

@@ -47,7 +47,7 @@ def test_few_candidates_are_all_checked_and_counted_exactly(phrase_store: Store)
 def test_many_candidates_check_the_best_and_estimate_the_count(
     phrase_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(query_module, "ONE_PASS_ESTIMATE", 10)
+    monkeypatch.setattr(query_module, "PHRASE_CHECK_ALL", 10)
     monkeypatch.setattr(query_module, "PHRASE_CANDIDATES", 60)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 2.0)  # never sample
     with phrase_store.searcher() as searcher:
@@ -61,7 +61,7 @@ def test_many_candidates_check_the_best_and_estimate_the_count(
 def test_very_common_words_are_checked_on_a_sample(
     phrase_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(query_module, "ONE_PASS_ESTIMATE", 10)
+    monkeypatch.setattr(query_module, "PHRASE_CHECK_ALL", 10)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 0.1)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE", 45)
     with phrase_store.searcher() as searcher:
