@@ -49,7 +49,8 @@ MAX_WORD_CHARS = 40
 # CJK Unified Ideographs (+ extension A, compatibility), Hiragana, Katakana, Hangul syllables
 # and Jamo, CJK punctuation is excluded on purpose (it separates words).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-\u11ff"
-_CJK_FIRST = "\u1100"  # a cheap first check: every CJK character sorts at or above this one
+#: A cheap first check: every CJK character sorts at or above this one.
+CJK_FIRST = "\u1100"
 _WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RE = re.compile(rf"[{_CJK}]+")
 
@@ -148,7 +149,7 @@ class TermMaker:
         if seen is not None:
             seen.update(words)
         for word in words:
-            if word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word):
+            if word[0] >= CJK_FIRST and _CJK_RE.fullmatch(word):
                 for offset, char in enumerate(word):
                     found.setdefault(char, []).append(position + offset)
                     pair = word[offset : offset + 2]
@@ -198,14 +199,14 @@ def word_matches(text: str) -> Iterator[re.Match[str]]:
 
 
 def is_cjk(word: str) -> bool:
-    return word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word) is not None
+    return word[0] >= CJK_FIRST and _CJK_RE.fullmatch(word) is not None
 
 
 def words(text: str) -> Iterator[Word]:
     """The words of ``text`` with their character offsets, as indexing splits them."""
     for match in _WORD_RE.finditer(text):
         word = match.group()
-        cjk = word[0] >= _CJK_FIRST and _CJK_RE.fullmatch(word) is not None
+        cjk = word[0] >= CJK_FIRST and _CJK_RE.fullmatch(word) is not None
         yield Word(word, match.start(), match.end(), cjk)
 
 
@@ -260,7 +261,7 @@ def query_variants_by_language(
 def spelling_word(word: str) -> str | None:
     """The folded form of a word (as :meth:`TermMaker.positions` collects them) when it is
     worth offering as a "did you mean" correction: 3 to 20 letters, not a number, not CJK."""
-    if 3 <= len(word) <= 20 and word[0] < _CJK_FIRST and not word.isdigit():
+    if 3 <= len(word) <= 20 and word[0] < CJK_FIRST and not word.isdigit():
         return fold(word)
     return None
 

@@ -76,7 +76,7 @@ __all__ = [
 MAX_RESULTS = 1000
 MAX_PAGE_SIZE = 100
 #: How phrase positions are checked (see _vector_hits).
-PHRASE_CHECK_ALL = 2000
+PHRASE_CHECK_ALL = 500
 PHRASE_CANDIDATES = 300
 PHRASE_SAMPLE_SHARE = 0.2
 PHRASE_SAMPLE = 1000

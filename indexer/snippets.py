@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from indexer.analysis import is_cjk, term_maker, word_matches
+from indexer.analysis import CJK_FIRST, is_cjk, term_maker, word_matches
 
 MARK_START = "**"
 MARK_END = "**"
@@ -27,10 +27,10 @@ SNIPPET_CHARS = 200
 #: Context kept before the first match of the chosen window.
 LEAD_CHARS = 40
 #: More matches than this in one page add nothing to the choice of a window.
-MAX_MATCHES = 100
+MAX_MATCHES = 40
 #: Only this much of a page is read for a snippet: the passage people need is nearly always
 #: early, and scanning whole long pages for every hit would cost more than the search.
-MAX_SCAN_CHARS = 6000
+MAX_SCAN_CHARS = 4000
 
 _SPACE_RE = re.compile(r"\s+")
 
@@ -71,7 +71,7 @@ def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[
     found: list[tuple[int, int, str]] = []
     for match in word_matches(text[:MAX_SCAN_CHARS]):
         word = match.group()
-        if is_cjk(word):
+        if word[0] >= CJK_FIRST and is_cjk(word):
             found.extend(_cjk_matches(word, match.start(), terms))
         else:
             term = term_of(word)
