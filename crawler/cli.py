@@ -121,6 +121,15 @@ def _default_seeds_file(settings: Settings) -> Path | None:
     is_flag=True,
     help="Share the frontier with other crawler processes (leases of others are respected).",
 )
+@click.option(
+    "--lease",
+    "lease_seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds a claim on frontier rows lasts unless renewed (every third of it): how "
+    "soon the capsules of a --worker that died go to the others.",
+)
 @pass_settings
 def crawl(
     settings: Settings,
@@ -141,6 +150,7 @@ def crawl(
     quiet: bool,
     log_file: Path | None,
     worker: bool,
+    lease_seconds: float,
 ) -> None:
     """Crawl Geminispace into the store, politely, until nothing is due.
 
@@ -178,6 +188,7 @@ def crawl(
         quiet=quiet,
         log_file=log_file,
         worker=worker,
+        lease_seconds=lease_seconds,
         fetch_limits=limits,
     )
     if settings.is_sqlite:
@@ -186,7 +197,8 @@ def crawl(
     reason = str(summary.stats.get("stop_reason", ""))
     if not quiet:
         click.echo(summary.table)
-        if summary.stats.get("pages") == 0 and not summary.frontier_left and seeds_file is None:
+        nothing_given = seeds_file is None and not seeds
+        if summary.stats.get("pages") == 0 and not summary.frontier_left and nothing_given:
             click.echo("Nothing to crawl: give seeds with --seed URL or --seeds FILE.", err=True)
     if reason.startswith("SIG"):
         sys.exit(EXIT_INTERRUPTED)

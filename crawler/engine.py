@@ -34,7 +34,7 @@ from sqlalchemy import Engine, insert, update
 from crawler.admission import EXCLUDED, OUTSIDE, Admission, Verdict, load_exclusions
 from crawler.content import analyse, decode, detect_language
 from crawler.fetch import FetchLimits, FetchResult, fetch
-from crawler.frontier import Claim, Frontier, FrontierItem
+from crawler.frontier import Claim, Frontier, FrontierItem, lock_frontier
 from crawler.messages import (
     MAX_REDIRECTS,
     Deferred,
@@ -220,6 +220,7 @@ class Crawl:
             if released:
                 log.info("released %d leases left by an earlier run", released)
         with self.store.begin() as conn:
+            lock_frontier(conn)
             run_id = conn.execute(
                 insert(RUNS).values(kind="crawl", started_at=now).returning(RUNS.c.id)
             ).scalar_one()
@@ -323,10 +324,19 @@ class Crawl:
                     and self._in_flight == 0
                     and self._pending_writes == 0
                 ):
-                    if commits == self._commits:
+                    if commits != self._commits:
+                        continue  # something was stored meanwhile: look again at once
+                    # A worker holding no rows waits for those of other live workers: they
+                    # come back if that worker dies, and lead to new rows if it does not.
+                    # (One holding rows it may not fetch stops, or two such would wait for
+                    # each other forever.)
+                    if not (
+                        options.worker
+                        and not self._held
+                        and await trio.to_thread.run_sync(self.frontier.leased_elsewhere)
+                    ):
                         self.stop("nothing left to fetch: finished")
                         return
-                    continue  # something was stored meanwhile: look again at once
                 if claimed > 0:
                     continue
             event = self._activity
@@ -350,20 +360,25 @@ class Crawl:
                 slot.failures = capsule.consecutive_failures
                 if capsule.crawl_delay is not None:
                     slot.crawl_delay = capsule.crawl_delay
-                if capsule.last_attempt_at is not None:
-                    # Spacing holds across runs and workers too: the last request anyone
-                    # made is in the store.
-                    since = (now - capsule.last_attempt_at).total_seconds()
-                    slot.next_allowed = trio.current_time() + max(0.0, slot.delay - since)
-                ahead = slot.next_allowed - trio.current_time()
-                if ahead > self.rules.max_hold:
-                    slot.deferred_until = now + timedelta(seconds=ahead)
                 self.robots.prime(
                     capsule.id,
                     status=capsule.robots_status,
                     text=capsule.robots_txt,
                     fetched_at=capsule.robots_fetched_at,
                 )
+            if capsule.last_attempt_at is not None and not (
+                slot.busy or self.scheduler.queued_for(capsule.id)
+            ):
+                # Spacing holds across runs and workers too: the last request anyone made
+                # is in the store. A slot this process kept is idle: it had let the capsule
+                # go, and another worker may have asked it since.
+                since = (now - capsule.last_attempt_at).total_seconds()
+                slot.next_allowed = max(
+                    slot.next_allowed, trio.current_time() + max(0.0, slot.delay - since)
+                )
+                ahead = slot.next_allowed - trio.current_time()
+                if ahead > self.rules.max_hold:
+                    slot.deferred_until = now + timedelta(seconds=ahead)
             until = slot.deferred_until
             if capsule.parked_until is not None and capsule.parked_until > now:
                 until = max(until or now, capsule.parked_until)

@@ -8,11 +8,12 @@ writer deletes a row in the same transaction that stores its page.
 
 Several processes can share one frontier (issue 8): a lease query skips capsules on which
 another live process holds a lease, so per-capsule politeness holds across processes too.
-:func:`_claim_statement` is the only dialect-specific SQL of the crawler: on PostgreSQL the
-candidate rows are taken ``FOR UPDATE SKIP LOCKED`` and claims are serialized by a
-transaction-scoped advisory lock (two claims could otherwise pick different rows of one
-capsule at the same instant); on SQLite the single ``UPDATE ... RETURNING`` statement is
-atomic under the database's one writer lock.
+:func:`_claim_statement` and :func:`lock_frontier` are the only dialect-specific SQL of the
+crawler: on PostgreSQL the candidate rows are taken ``FOR UPDATE SKIP LOCKED`` and claims
+are serialized by a transaction-scoped advisory lock (two claims could otherwise pick
+different rows of one capsule at the same instant); on SQLite the single ``UPDATE ...
+RETURNING`` statement is atomic under the database's one writer lock. The transactions that
+add seeds take the same lock.
 """
 
 from __future__ import annotations
@@ -186,8 +187,7 @@ class Frontier:
         until = now + timedelta(seconds=self.lease_seconds)
         dialect = self.engine.dialect.name
         with self.engine.begin() as conn:
-            if dialect == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
+            lock_frontier(conn)
             statement = _claim_statement(
                 dialect, self.owner, now, until, limit, per_capsule, exclude
             )
@@ -244,6 +244,19 @@ class Frontier:
             )
             return result.rowcount
 
+    def leased_elsewhere(self, now: datetime | None = None) -> bool:
+        """Whether another live process holds rows: a worker with nothing to claim waits
+        for them, since they come back when that process dies (its lease runs out) and
+        lead to new rows when it does not."""
+        now = now or utcnow()
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(FRONTIER.c.id)
+                .where(FRONTIER.c.leased_until >= now, FRONTIER.c.lease_owner != self.owner)
+                .limit(1)
+            ).first()
+            return row is not None
+
     def size(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(FRONTIER)).scalar_one())
@@ -256,6 +269,22 @@ class Frontier:
                     select(func.count()).select_from(FRONTIER).where(FRONTIER.c.due_at <= now)
                 ).scalar_one()
             )
+
+
+def lock_frontier(conn: Connection) -> None:
+    """Hold the frontier's lock until ``conn``'s transaction ends, before it reads anything.
+
+    Claims take it, and so do the transactions that fill the frontier from seeds, the
+    inbox, recrawls and stragglers: workers started together with the same seeds would
+    otherwise both find a page missing, both insert it, and one fail on the unique URL.
+    PostgreSQL has a transaction-scoped advisory lock for this. SQLite's lock is its one
+    write lock, but the driver only begins a transaction at the first write, after the
+    reads; a write that changes nothing takes it first.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CLAIM_LOCK_KEY})
+    elif conn.dialect.name == "sqlite":
+        conn.execute(text("UPDATE frontier SET id = id WHERE 0 = 1"))
 
 
 def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:

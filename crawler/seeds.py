@@ -27,6 +27,7 @@ from crawler.frontier import (
     enqueue,
     find_pages,
     insert_pages,
+    lock_frontier,
 )
 from sextant.errors import ConfigError, InvalidURL
 from sextant.store import SeedRequest, utcnow
@@ -133,6 +134,7 @@ def process_inbox(engine: Engine, admission: Admission, capsules: CapsuleIds) ->
     """Take the unprocessed ``seed_requests``, queue them, and write down what happened."""
     now = utcnow()
     with engine.begin() as conn:
+        lock_frontier(conn)
         rows = conn.execute(
             select(SEED_REQUESTS.c.id, SEED_REQUESTS.c.url)
             .where(SEED_REQUESTS.c.processed_at.is_(None))
@@ -164,6 +166,7 @@ def enqueue_recrawls(engine: Engine, admission: Admission, now: datetime | None 
     last_id = 0
     while True:
         with engine.begin() as conn:
+            lock_frontier(conn)
             rows = conn.execute(
                 select(PAGES.c.id, PAGES.c.url, PAGES.c.capsule_id, PAGES.c.depth)
                 .where(
@@ -200,6 +203,7 @@ def enqueue_stragglers(engine: Engine, admission: Admission, now: datetime | Non
     last_id = 0
     while True:
         with engine.begin() as conn:
+            lock_frontier(conn)
             rows = conn.execute(
                 select(PAGES.c.id, PAGES.c.url, PAGES.c.capsule_id, PAGES.c.depth)
                 .where(
