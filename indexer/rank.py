@@ -47,6 +47,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy
 from sqlalchemy import Connection, distinct, func, select
@@ -108,14 +109,17 @@ def load_graph(
         for row in pages
         if row.state == "redirect" and row.redirect_target in url_to_id
     }
-    links = connection.execute(
-        select(Link.source_id, Link.target_id).where(Link.target_id.is_not(None))
-    ).all()
+    linked = Link.target_id.is_not(None)
+    sources = _column(connection, select(Link.source_id).where(linked).order_by(Link.id))
+    targets = _column(connection, select(Link.target_id).where(linked).order_by(Link.id))
     if redirect_to:
-        links = [(source, redirect_to.get(target, target)) for source, target in links]
-    pairs = numpy.asarray(links, dtype=numpy.int64).reshape(-1, 2)
-    src = _node_numbers(page_ids, pairs[:, 0])
-    dst = _node_numbers(page_ids, pairs[:, 1])
+        redirected = numpy.asarray(list(redirect_to), dtype=numpy.int64)
+        destinations = numpy.asarray(list(redirect_to.values()), dtype=numpy.int64)
+        order = numpy.argsort(redirected)
+        at = _node_numbers(redirected[order], targets)
+        targets = numpy.where(at >= 0, destinations[order][at], targets)
+    src = _node_numbers(page_ids, sources)
+    dst = _node_numbers(page_ids, targets)
     keep = (src >= 0) & (dst >= 0) & (src != dst)
     edges = numpy.unique(numpy.stack([src[keep], dst[keep]], axis=1), axis=0)
     hubs = numpy.zeros(len(page_ids), dtype=bool)
@@ -123,14 +127,15 @@ def load_graph(
     hubs[hub_nodes[hub_nodes >= 0]] = True
     # A page's vote is split over all of its links, also those to pages that are not indexed
     # (not crawled yet, gone, other schemes): their share is lost, like a real surfer's click.
-    degree_rows = connection.execute(
-        select(Link.source_id, func.count(distinct(Link.target_url))).group_by(Link.source_id)
-    ).all()
-    degrees = numpy.asarray(degree_rows, dtype=numpy.int64).reshape(-1, 2)
-    degree_nodes = _node_numbers(page_ids, degrees[:, 0])
+    by_source = select(Link.source_id).group_by(Link.source_id).order_by(Link.source_id)
+    degree_sources = _column(connection, by_source)
+    degrees = _column(
+        connection, by_source.with_only_columns(func.count(distinct(Link.target_url)))
+    )
+    degree_nodes = _node_numbers(page_ids, degree_sources)
     out_links = numpy.zeros(len(page_ids))
     found = degree_nodes >= 0
-    out_links[degree_nodes[found]] = degrees[found, 1]
+    out_links[degree_nodes[found]] = degrees[found]
     return weigh_edges(
         page_ids,
         scopes,
@@ -157,6 +162,12 @@ def hub_pages(connection: Connection, min_capsules: int = HUB_MIN_CAPSULES) -> n
         .having(reached >= min_capsules)
     )
     return numpy.asarray(connection.scalars(query).all(), dtype=numpy.int64)
+
+
+def _column(connection: Connection, query: Any) -> numpy.ndarray:
+    """One integer column as a numpy array. (A list of SQLAlchemy rows handed to numpy costs
+    seconds per million: numpy probes every row object for array interfaces.)"""
+    return numpy.fromiter(connection.scalars(query), dtype=numpy.int64)
 
 
 def _node_numbers(page_ids: numpy.ndarray, ids: numpy.ndarray) -> numpy.ndarray:
