@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -40,9 +41,17 @@ def sextant_command(data_dir: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "sextant", "--data-dir", str(data_dir), *args]
 
 
-def run_stage(data_dir: Path, *args: str) -> None:
+def stage_environment(db_url: str) -> dict[str, str]:
+    """A stage's environment: ours, naming the store the parent uses. Without it a child
+    would take the SQLite default instead of a ``--db-url`` given to the parent. (The
+    environment, not the command line, where a password would show in ``ps``.)"""
+    return {**os.environ, "SEXTANT_DB_URL": db_url}
+
+
+def run_stage(data_dir: Path, *args: str, db_url: str) -> None:
     """Run one stage to completion, its output going straight to the user."""
-    completed = subprocess.run(sextant_command(data_dir, *args), check=False)
+    command = sextant_command(data_dir, *args)
+    completed = subprocess.run(command, env=stage_environment(db_url), check=False)
     if completed.returncode != 0:
         raise StageFailed(
             f"`sextant {' '.join(args[:1])}` exited with status {completed.returncode}"
@@ -126,6 +135,9 @@ def demo(
     data_dir = settings.data_dir / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
+    # The demo's own store, whatever SEXTANT_DB_URL says: the sample space must never
+    # end up in a real store.
+    store = f"sqlite:///{data_dir / 'sextant.db'}"
     ready = data_dir / "sample-space.json"
     space = sextant_command(
         data_dir,
@@ -137,7 +149,9 @@ def demo(
         str(ready),
     )
     click.secho(f"Demo data directory: {data_dir}", bold=True)
-    with child_process(space, stdout=subprocess.DEVNULL) as space_process:
+    with child_process(
+        space, stdout=subprocess.DEVNULL, env=stage_environment(store)
+    ) as space_process:
         layout = wait_for_file(ready, space_process, timeout=30)
         click.secho(f"1/3 sample space up: {len(layout['capsules'])} capsules", bold=True)
         pins = [arg for capsule in layout["capsules"] for arg in ("--resolve", capsule["pin"])]
@@ -151,10 +165,12 @@ def demo(
             "--delay",
             "0",
             *pins,
+            db_url=store,
         )
         click.secho("2/3 crawl finished; building the index", bold=True)
-        run_stage(data_dir, "index")
-        with child_process(sextant_command(data_dir, *serve_args(host, port, hostname))) as capsule:
+        run_stage(data_dir, "index", db_url=store)
+        serve = sextant_command(data_dir, *serve_args(host, port, hostname))
+        with child_process(serve, env=stage_environment(store)) as capsule:
             wait_for_port(host, port, capsule)
             url = f"gemini://{hostname}/" if port == 1965 else f"gemini://{hostname}:{port}/"
             click.secho(f"3/3 search capsule up at {url}", bold=True)
@@ -224,9 +240,9 @@ def run(
                     click.echo(
                         f"search capsule exited ({capsule.returncode}); restarting", err=True
                     )
-                capsule = subprocess.Popen(serve_command)
+                capsule = subprocess.Popen(serve_command, env=stage_environment(settings.db_url))
             started = time.monotonic()
-            _cycle(data_dir, crawl_args)
+            _cycle(data_dir, settings.db_url, crawl_args)
             if once:
                 return
             _sleep_until(started + interval, capsule)
@@ -237,10 +253,10 @@ def run(
             stop_process(capsule)
 
 
-def _cycle(data_dir: Path, crawl_args: Sequence[str]) -> None:
+def _cycle(data_dir: Path, db_url: str, crawl_args: Sequence[str]) -> None:
     for args in (["crawl", "--recrawl", *crawl_args], ["index"]):
         try:
-            run_stage(data_dir, *args)
+            run_stage(data_dir, *args, db_url=db_url)
         except StageFailed as exc:
             click.echo(f"{exc}; the capsule keeps serving the last good index", err=True)
             return

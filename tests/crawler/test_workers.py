@@ -190,6 +190,7 @@ def path_of(url: str) -> tuple[str, str]:
     return authority.rsplit(":", 1)[0], "/" + path
 
 
+@pytest.mark.postgres
 @needs_postgres
 def test_three_workers_share_the_frontier_and_survive_a_kill(tmp_path, store_url):
     hits_log = tmp_path / "hits.jsonl"
