@@ -43,8 +43,9 @@ from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
+from indexer.columnread import column_array
 from indexer.location import IndexMissing
-from indexer.positions import term_scores, verify_phrases
+from indexer.positions import verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
 from indexer.schema import BOOST_FIELDS
@@ -76,8 +77,9 @@ __all__ = [
 MAX_RESULTS = 1000
 MAX_PAGE_SIZE = 100
 #: How phrase positions are checked (see _vector_hits).
-PHRASE_CHECK_ALL = 500
-PHRASE_CANDIDATES = 300
+PHRASE_CANDIDATES = 200
+PHRASE_BATCH = 50
+PHRASE_MARGIN = 20
 PHRASE_SAMPLE_SHARE = 0.2
 PHRASE_SAMPLE = 1000
 #: With fewer results than this, the searcher looks for a spelling correction.
@@ -183,9 +185,15 @@ def _document_arrays(searcher: WhooshSearcher) -> tuple[numpy.ndarray, numpy.nda
     page_ids = numpy.zeros(count, dtype=numpy.int64)
     groups = numpy.zeros(count, dtype=numpy.int64)
     if count and reader.has_column("key"):
-        page_ids = numpy.fromiter(reader.column_reader("key"), dtype=numpy.int64, count=count)
-        groups = numpy.fromiter(reader.column_reader("fold"), dtype=numpy.int64, count=count)
+        page_ids = _column(reader, "key")
+        groups = _column(reader, "fold")
     return page_ids, groups
+
+
+def _column(reader: Any, name: str) -> numpy.ndarray:
+    leaves = [(reader, 0)] if reader.is_atomic() else list(reader.leaf_readers())
+    parts = [column_array(leaf.column_reader(name), numpy.int64) for leaf, _ in leaves]
+    return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
 
 
 def _ranks_for(scores: LinkScores, page_ids: numpy.ndarray) -> numpy.ndarray:
@@ -341,8 +349,7 @@ class Searcher:
         except QueryError:
             return None
         with snapshot.lock:
-            found = snapshot.searcher.search(corrected_query, limit=1)
-            better = found.scored_length() > 0 and len(found) > total
+            better = len(snapshot.vector.evaluate(corrected_query)) > total
         return text if better else None
 
     def _texts(self, page_ids: Sequence[int]) -> dict[int, str]:
@@ -377,11 +384,11 @@ def _rank_text(
     candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
     (BM25F), the link prior multiplied in (:mod:`indexer.rank`); then duplicates are folded.
     ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation."""
-    searcher = snapshot.searcher
     matches = snapshot.vector.evaluate(compiled.query)
-    scored, total, exact = _vector_hits(searcher, compiled, matches, wanted)
+    scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted)
     if boost and compiled.boosts and scored:
-        bonus = _boost_scores(searcher, sorted(docnum for docnum, _ in scored), compiled.boosts)
+        ordered = sorted(docnum for docnum, _ in scored)
+        bonus = _boost_scores(snapshot.vector, ordered, compiled.boosts)
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
@@ -391,52 +398,48 @@ def _rank_text(
 
 
 def _vector_hits(
-    searcher: WhooshSearcher, compiled: Compiled, matches: DocSet, wanted: int
+    index: VectorIndex, compiled: Compiled, matches: DocSet, wanted: int
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits of an evaluated query; the count, and whether it is exact.
 
     Phrases at the top of the query were matched as the AND of their words; their positions
-    are checked here, three ways by how many documents hold all the words:
+    are checked here, on the best candidates by score, a batch of :data:`PHRASE_BATCH` at a
+    time, until there are enough hits for the page asked for (or :data:`PHRASE_CANDIDATES`
+    were checked). When every candidate was checked the count is exact; otherwise it is the
+    number of candidates times the share that held the phrase.
 
-    * at most :data:`PHRASE_CHECK_ALL`: every one is checked; the count is exact;
-    * words so common that a fifth of all pages hold them all ("of the", "is a"): the first
-      :data:`PHRASE_SAMPLE` in index order are checked, their phrase holders ranked (BM25
-      barely tells such pages apart); results come from that sample, the count is the
-      number of candidates times the share that held the phrase;
-    * otherwise the best :data:`PHRASE_CANDIDATES` by score are checked, the count estimated
-      the same way.
+    Words so common that a fifth of all pages hold them all ("of the", "is a") take their
+    candidates from the first :data:`PHRASE_SAMPLE` in index order instead: ranking every
+    one of them would cost more than the rest of the search, and BM25 barely tells such
+    pages apart.
     """
     window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
     if not compiled.phrases:
         return top(matches, window), len(matches), True
-    documents = searcher.doc_count_all()
-    if len(matches) <= PHRASE_CHECK_ALL:
-        holding = verify_phrases(searcher, matches.ids.tolist(), compiled.phrases)
-        verified = [pair for pair in top(matches, len(matches)) if pair[0] in holding]
+    pool = matches
+    if len(matches) > PHRASE_SAMPLE_SHARE * index.documents:
+        pool = DocSet(matches.ids[:PHRASE_SAMPLE], matches.scores[:PHRASE_SAMPLE])
+    ranked = top(pool, min(len(pool), PHRASE_CANDIDATES))
+    needed = wanted + PHRASE_MARGIN
+    verified: list[tuple[int, float]] = []
+    checked = 0
+    while checked < len(ranked) and len(verified) < needed:
+        batch = ranked[checked : checked + PHRASE_BATCH]
+        checked += len(batch)
+        holding = verify_phrases(index, sorted(docnum for docnum, _ in batch), compiled.phrases)
+        verified.extend(pair for pair in batch if pair[0] in holding)
+    if checked == len(matches):
         return verified, len(verified), True
-    if len(matches) > PHRASE_SAMPLE_SHARE * documents:
-        sample = matches.ids[:PHRASE_SAMPLE].tolist()  # the first in index order
-        holding = verify_phrases(searcher, sample, compiled.phrases)
-        chosen = numpy.isin(matches.ids[:PHRASE_SAMPLE], list(holding))
-        verified = top(
-            DocSet(matches.ids[:PHRASE_SAMPLE][chosen], matches.scores[:PHRASE_SAMPLE][chosen]),
-            window,
-        )
-        share = len(holding) / max(len(sample), 1)
-        return verified, max(len(verified), round(len(matches) * share)), False
-    candidates = top(matches, max(PHRASE_CANDIDATES, window))
-    holding = verify_phrases(searcher, sorted(docnum for docnum, _ in candidates), compiled.phrases)
-    verified = [pair for pair in candidates if pair[0] in holding]
-    share = len(verified) / max(len(candidates), 1)
-    return verified, max(len(verified), round(len(matches) * share)), False
+    return verified, max(len(verified), round(len(matches) * len(verified) / checked)), False
 
 
 def _boost_scores(
-    searcher: WhooshSearcher, docnums: list[int], boosts: set[tuple[str, str]]
+    index: VectorIndex, docnums: list[int], boosts: set[tuple[str, str]]
 ) -> dict[int, float]:
     """Each candidate's weighted BM25 in the boost fields (title, anchors, headings)."""
     pairs = [(field, term, BOOST_FIELDS[field]) for field, term in sorted(boosts)]
-    return term_scores(searcher, docnums, pairs)
+    ids = numpy.asarray(docnums, dtype=numpy.int64)
+    return dict(zip(docnums, index.scores_at(ids, pairs).tolist(), strict=True))
 
 
 def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int, bool]:

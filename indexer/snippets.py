@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from indexer.analysis import CJK_FIRST, is_cjk, term_maker, word_matches
+from indexer.analysis import CJK_FIRST, fold, is_cjk, term_maker, word_matches
 
 MARK_START = "**"
 MARK_END = "**"
@@ -68,12 +68,18 @@ def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[
     if not terms:
         return []
     term_of = term_maker(lang).term
+    # Stemming keeps the first three letters of a word of five or more (Snowball only
+    # rewrites endings), so a longer word whose folded start no term shares cannot match:
+    # skipping it saves stemming every new word of every hit on a cold searcher.
+    heads = {term[:3] for term in terms}
     found: list[tuple[int, int, str]] = []
     for match in word_matches(text[:MAX_SCAN_CHARS]):
         word = match.group()
         if word[0] >= CJK_FIRST and is_cjk(word):
             found.extend(_cjk_matches(word, match.start(), terms))
         else:
+            if len(word) >= 5 and fold(word[:3])[:3] not in heads:
+                continue
             term = term_of(word)
             if term in terms:
                 found.append((match.start(), match.end(), term))

@@ -32,7 +32,6 @@ from whoosh import query as wq
 from whoosh.codec import whoosh3
 from whoosh.matching import wrappers
 
-from indexer.positions import sequence_at
 from indexer.require import Require
 from indexer.sizefilter import SizeRange
 from indexer.weighting import field_lengths
@@ -40,6 +39,8 @@ from indexer.weighting import field_lengths
 #: Cached posting entries (document numbers and scores) per snapshot, least recently used
 #: terms dropped first: about 16 bytes an entry, so 8 million entries is 128 MB.
 CACHE_ENTRIES = 8_000_000
+#: Decoded posting blocks kept for phrase checks (about 10 KB each with their positions).
+BLOCK_CACHE = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,10 @@ class VectorIndex:
         self._cached_entries = 0
         self._cache_limit = cache_entries
         self._lengths: dict[str, numpy.ndarray] = {}
+        # Where each block of a loaded posting list starts, per segment: positions are read
+        # later from just the blocks that hold the candidates.
+        self._directories: dict[tuple[str, bytes], dict[int, _Directory]] = {}
+        self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
         self._live: numpy.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -144,9 +149,101 @@ class VectorIndex:
             result = _intersect(result, self._term(query.fieldname, word, query.boost))
         if within is not None:
             result = _restrict(result, DocSet(within, numpy.zeros(len(within))))
-        holding = sequence_at(self.searcher, query.fieldname, words, result.ids.tolist())
-        mask = numpy.isin(result.ids, numpy.fromiter(holding, dtype=numpy.int64))
+        mask = _members(result.ids, self.holding(query.fieldname, words, result.ids))
         return DocSet(result.ids[mask], result.scores[mask])
+
+    def holding(self, fieldname: str, sequence: list[str], docnums: numpy.ndarray) -> numpy.ndarray:
+        """Which of ``docnums`` (sorted) hold ``sequence`` at consecutive positions.
+
+        Candidates missing a word are dropped with the cached posting arrays; positions are
+        then read only from the posting blocks that hold a remaining candidate (block headers
+        say which), and decoded only for those candidates.
+        """
+        candidates = numpy.asarray(docnums, dtype=numpy.int64)
+        btexts = []
+        for word in sequence:
+            docs = self._term(fieldname, word, 1.0)
+            candidates = candidates[_members(candidates, docs.ids)]
+            btexts.append(word if isinstance(word, bytes) else word.encode("utf-8"))
+        if len(candidates) == 0:
+            return candidates
+        decode = self.reader.schema[fieldname].format.decode_positions
+        found: list[numpy.ndarray] = []
+        for leaf, offset in self._leaves:
+            count = leaf.doc_count_all()
+            local = candidates[(candidates >= offset) & (candidates < offset + count)] - offset
+            if len(local) == 0:
+                continue
+            values = [self._block_values(leaf, offset, fieldname, btext, local) for btext in btexts]
+            keep = []
+            for docnum in local.tolist():
+                starts: set[int] | None = None
+                for shift, by_doc in enumerate(values):
+                    encoded = by_doc.get(docnum)
+                    if encoded is None:
+                        starts = None
+                        break
+                    positions = {position - shift for position in decode(encoded)}
+                    starts = positions if starts is None else starts & positions
+                    if not starts:
+                        break
+                if starts:
+                    keep.append(docnum)
+            found.append(numpy.asarray(keep, dtype=numpy.int64) + offset)
+        return numpy.concatenate(found) if found else numpy.empty(0, dtype=numpy.int64)
+
+    def _block_values(
+        self, leaf: Any, offset: int, fieldname: str, btext: bytes, wanted: numpy.ndarray
+    ) -> dict[int, bytes]:
+        """The encoded posting values (positions) of ``wanted`` (sorted segment document
+        numbers) for one term, decoding only the blocks that contain one of them (found
+        through the directory recorded when the term's postings were loaded) and keeping
+        decoded blocks for the next check."""
+        if (fieldname, btext) not in leaf:
+            return {}
+        directory = self._directories.get((fieldname, btext), {}).get(offset)
+        matcher = _leaf_matcher(leaf, fieldname, btext)
+        found: dict[int, bytes] = {}
+        if directory is None or not isinstance(matcher, whoosh3.W3LeafMatcher):
+            for docnum in wanted.tolist():
+                if matcher.is_active() and matcher.id() < docnum:
+                    matcher.skip_to(docnum)
+                if matcher.is_active() and matcher.id() == docnum:
+                    found[docnum] = matcher.value()
+            return found
+        blocks = numpy.searchsorted(directory.last_ids, wanted)
+        for block in numpy.unique(blocks[blocks < len(directory.starts)]).tolist():
+            key = (offset, fieldname, btext, block)
+            with self._lock:
+                decoded = self._blocks.get(key)
+            if decoded is None:
+                matcher._goto(int(directory.starts[block]))
+                matcher._read_data()
+                ids = numpy.cumsum(numpy.asarray(matcher._data[0], dtype=numpy.int64))
+                decoded = (ids, matcher._data[2])
+                with self._lock:
+                    self._blocks[key] = decoded
+                    if len(self._blocks) > BLOCK_CACHE:
+                        self._blocks.popitem(last=False)
+            ids, values = decoded
+            chunk = wanted[blocks == block]
+            at = numpy.minimum(numpy.searchsorted(ids, chunk), len(ids) - 1)
+            for docnum, index in zip(chunk.tolist(), at.tolist(), strict=True):
+                if ids[index] == docnum:
+                    found[docnum] = values[index]
+        return found
+
+    def scores_at(
+        self, docnums: numpy.ndarray, pairs: list[tuple[str, str, float]]
+    ) -> numpy.ndarray:
+        """Sum of ``weight × BM25(field, term)`` for each of ``docnums`` (sorted)."""
+        total = numpy.zeros(len(docnums))
+        for fieldname, term, weight in pairs:
+            docs = self._term(fieldname, term, weight)
+            at = _positions_in(docnums, docs.ids)
+            found = at >= 0
+            total[found] += docs.scores[at[found]]
+        return total
 
     def live(self) -> numpy.ndarray:
         """Every document number not deleted."""
@@ -185,10 +282,13 @@ class VectorIndex:
     def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:
         id_parts: list[numpy.ndarray] = []
         weight_parts: list[numpy.ndarray] = []
+        directories: dict[int, _Directory] = {}
         for leaf, offset in self._leaves:
             if (fieldname, btext) not in leaf:
                 continue
-            ids, weights = _decode_postings(leaf, fieldname, btext)
+            ids, weights, directory = _decode_postings(leaf, fieldname, btext)
+            if directory is not None:
+                directories[offset] = directory
             if leaf.has_deletions():
                 deleted = numpy.fromiter(leaf.deleted_docs_set, dtype=numpy.int64)
                 keep = ~numpy.isin(ids, deleted)
@@ -197,6 +297,8 @@ class VectorIndex:
             weight_parts.append(weights)
         if not id_parts:
             return EMPTY
+        with self._lock:
+            self._directories[(fieldname, btext)] = directories
         ids = numpy.concatenate(id_parts)
         weights = numpy.concatenate(weight_parts)
         if not scored:
@@ -222,27 +324,36 @@ class VectorIndex:
             for leaf, _ in self._leaves:
                 table = field_lengths(leaf, fieldname)
                 count = leaf.doc_count_all()
-                parts.append(
-                    numpy.ones(count) if table is None else numpy.asarray(table, dtype=float)
-                )
+                parts.append(numpy.ones(count) if table is None else table)
             lengths = numpy.concatenate(parts) if parts else numpy.empty(0)
             self._lengths[fieldname] = lengths
         return lengths
 
 
+@dataclass(frozen=True, slots=True)
+class _Directory:
+    """Block start offsets and last document numbers of one term's postings in a segment."""
+
+    starts: numpy.ndarray
+    last_ids: numpy.ndarray
+
+
 def _decode_postings(
     leaf: Any, fieldname: str, btext: bytes
-) -> tuple[numpy.ndarray, numpy.ndarray]:
+) -> tuple[numpy.ndarray, numpy.ndarray, _Directory | None]:
     """One segment's postings for a term, read block by block from the W3 posting file."""
-    matcher = leaf.postings(fieldname, btext)
-    while isinstance(matcher, wrappers.FilterMatcher | wrappers.WrappingMatcher):
-        matcher = matcher.child  # deletions are applied by the caller
+    matcher = _leaf_matcher(leaf, fieldname, btext)
     if not isinstance(matcher, whoosh3.W3LeafMatcher):
         ids = numpy.fromiter(matcher.all_ids(), dtype=numpy.int64)
-        return ids, numpy.ones(len(ids))
+        return ids, numpy.ones(len(ids)), None
     id_blocks: list[numpy.ndarray] = []
     weight_blocks: list[numpy.ndarray] = []
+    starts: list[int] = []
+    last_ids: list[int] = []
+    start = matcher._baseoffset
     while True:
+        starts.append(start)
+        last_ids.append(matcher._maxid)
         matcher._read_data()
         deltas, weights = matcher._data[0], matcher._data[1]
         ids = numpy.cumsum(numpy.asarray(deltas, dtype=numpy.int64))
@@ -255,14 +366,25 @@ def _decode_postings(
             weight_blocks.append(numpy.asarray(weights, dtype=numpy.float64))
         if matcher._lastblock:
             break
+        start = matcher._nextoffset
         matcher._next_block()
-    return numpy.concatenate(id_blocks), numpy.concatenate(weight_blocks)
+    directory = _Directory(
+        numpy.asarray(starts, dtype=numpy.int64), numpy.asarray(last_ids, dtype=numpy.int64)
+    )
+    return numpy.concatenate(id_blocks), numpy.concatenate(weight_blocks), directory
 
 
 def _has_phrase(query: Any) -> bool:
     if isinstance(query, wq.Phrase):
         return True
     return any(_has_phrase(sub) for sub in getattr(query, "subqueries", ()))
+
+
+def _leaf_matcher(leaf: Any, fieldname: str, btext: bytes) -> Any:
+    matcher = leaf.postings(fieldname, btext)
+    while isinstance(matcher, wrappers.FilterMatcher | wrappers.WrappingMatcher):
+        matcher = matcher.child  # deletions are applied by the callers
+    return matcher
 
 
 def _boosted(docs: DocSet, boost: float) -> DocSet:

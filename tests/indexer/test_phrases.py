@@ -47,7 +47,6 @@ def test_few_candidates_are_all_checked_and_counted_exactly(phrase_store: Store)
 def test_many_candidates_check_the_best_and_estimate_the_count(
     phrase_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(query_module, "PHRASE_CHECK_ALL", 10)
     monkeypatch.setattr(query_module, "PHRASE_CANDIDATES", 60)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 2.0)  # never sample
     with phrase_store.searcher() as searcher:
@@ -61,7 +60,6 @@ def test_many_candidates_check_the_best_and_estimate_the_count(
 def test_very_common_words_are_checked_on_a_sample(
     phrase_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(query_module, "PHRASE_CHECK_ALL", 10)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 0.1)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE", 45)
     with phrase_store.searcher() as searcher:
@@ -71,6 +69,15 @@ def test_very_common_words_are_checked_on_a_sample(
         assert not results.exact
         assert 25 <= results.total <= 60
         assert all(hit.score > 0 for hit in results.hits)
+
+
+def test_enough_hits_for_the_page_end_the_checking(phrase_store: Store) -> None:
+    with phrase_store.searcher() as searcher:
+        results = searcher.search('"alpha beta"', page_size=5)
+        assert len(results.hits) == 5
+        assert {hit.url for hit in results.hits} <= holders()
+        assert not results.exact  # 50 candidates checked of 120: the count is estimated
+        assert 20 <= results.total <= 60
 
 
 def test_nested_phrases_use_whoosh_phrase_matching(phrase_store: Store) -> None:
