@@ -29,6 +29,11 @@ class CapsuleApp:
             else None
         )
 
+    def close(self) -> None:
+        """Release what the app holds open: the searcher and the store engine."""
+        self.services.search.close()
+        self.services.store.engine.dispose()
+
     async def __call__(self, request: Request) -> Response:
         url = request.url
         found = routes.resolve(url.path)

@@ -83,4 +83,7 @@ def serve(
             click.echo(f"SHA-256 fingerprint: {certificate.facts.fingerprint_sha256}")
             click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
 
-    run_async(main, interrupted="search capsule stopped")
+    try:
+        run_async(main, interrupted="search capsule stopped")
+    finally:
+        app.close()

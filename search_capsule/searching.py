@@ -46,7 +46,11 @@ def saturated(limiter: trio.CapacityLimiter, max_waiting: int) -> bool:
 
 
 class SearchBackend(Protocol):
+    """What the capsule needs of :class:`~indexer.query.Searcher`."""
+
     def search(self, query: str, *, page: int = 1, page_size: int = 10) -> SearchResults: ...
+
+    def close(self) -> None: ...
 
 
 class SearchService:
@@ -99,6 +103,10 @@ class SearchService:
         self.computed += 1
         self.cache.put(key, results)
         return results
+
+    def close(self) -> None:
+        """Release the searcher and its store connections."""
+        self.backend.close()
 
     def _search(self, query: str, page: int, page_size: int) -> SearchResults:
         return self.backend.search(query, page=page, page_size=page_size)

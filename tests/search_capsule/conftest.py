@@ -93,10 +93,14 @@ async def start_capsule(
 
 
 @pytest.fixture
-async def capsule(nursery, full_settings, tls_context) -> Running:
-    return await start_capsule(nursery, full_settings, tls_context)
+async def capsule(nursery, full_settings, tls_context):
+    running = await start_capsule(nursery, full_settings, tls_context)
+    yield running
+    running.app.close()
 
 
 @pytest.fixture
-async def empty_capsule(nursery, empty_settings, tls_context) -> Running:
-    return await start_capsule(nursery, empty_settings, tls_context)
+async def empty_capsule(nursery, empty_settings, tls_context):
+    running = await start_capsule(nursery, empty_settings, tls_context)
+    yield running
+    running.app.close()
