@@ -23,15 +23,18 @@ Queries (320, the same for both indexes where they apply): single content words,
 or three, two-word phrases taken from page texts, and filters (``site:``, ``lang:``, ``type:``,
 ``size:``) combined with a word; five stop-word-only phrases ("of the") are timed apart.
 Latency is the whole ``Searcher.search`` call, snippets from the store included, wall clock.
-The headline figures are for a warm searcher (one that has answered 320 other queries drawn
-the same way, so the posting lists of common words are decoded and cached); a fresh
-searcher's figures are reported too.
+Build throughput is wall clock on a shared 2-core machine, where other work can take a core
+away from one side of the comparison; the same figure per CPU second (all processes) is
+reported beside it. The headline query figures are for a warm searcher (one that has
+answered 320 other queries drawn the same way, so the posting lists of common words are
+decoded and cached); a fresh searcher's figures are reported too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -460,12 +463,16 @@ def run(
         for stale in (root / "naive", root / "data"):
             shutil.rmtree(stale, ignore_errors=True)
 
+        cpu = _cpu_seconds()
         count, seconds = naive_build(db_url, root / "naive", naive_limit)
+        naive_cpu = _cpu_seconds() - cpu
         naive_rate = count / seconds
         print(f"naive: {count:,} docs in {seconds:.1f} s = {naive_rate:,.0f} docs/s", flush=True)
 
         index_dir = root / "data" / "index"
+        cpu = _cpu_seconds()
         full = run_index(index_dir, db_url, rebuild=True)
+        full_cpu = _cpu_seconds() - cpu
         print(
             f"sextant full: {full.documents:,} docs in {full.seconds:.1f} s = "
             f"{full.docs_per_second:,.0f} docs/s ({full.index_bytes / 2**20:,.0f} MB)",
@@ -500,6 +507,8 @@ def run(
         figures["naive writer pages measured"] = f"{count:,}"
         figures["full build docs/s"] = full.docs_per_second
         figures["full build speed-up over naive (x)"] = full.docs_per_second / naive_rate
+        figures["naive writer docs per CPU second"] = count / naive_cpu
+        figures["full build docs per CPU second (all processes)"] = full.documents / full_cpu
         figures["full build seconds"] = full.seconds
         figures["link analysis seconds (during build)"] = full.rank_seconds
         figures["index size MB"] = full.index_bytes / 2**20
@@ -524,6 +533,13 @@ def run(
     finally:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the build's workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _latencies(searcher: Any, queries: list[tuple[str, str]]) -> dict[str, list[float]]:

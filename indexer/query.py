@@ -225,7 +225,8 @@ class Searcher:
         """One page of results; raises :class:`QueryError` with a message for people.
 
         ``ranking`` is ``blended`` (the product) or a baseline for evaluation: ``bm25f``
-        (no link prior) or ``bm25`` (body text only, no prior).
+        (no link prior) or ``bm25`` (BM25 on the ``text`` field alone: no boost fields, no
+        prior).
         """
         started = time.perf_counter()
         if page < 1:

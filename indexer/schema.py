@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import struct
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy
 from whoosh import columns, fields, formats
 
 from indexer.analysis import Analyzed, term_maker
@@ -105,6 +108,87 @@ TEXT_FIELD = "text"
 #: strongest evidence of what a page is about.
 BOOST_FIELDS: dict[str, float] = {"title": 2.0, "anchors": 1.5, "headings": 0.5}
 
+#: Where the positions of ``text`` live: not in its postings but in one compressed value per
+#: document (``encode_positions``). Whoosh keeps a posting's positions inside the posting
+#: block, so every block a search decodes carried them: for a common word, decoding its
+#: postings was ten times slower than it needs to be, while positions are only wanted for the
+#: few candidates of a phrase query, one document at a time.
+POSITIONS_COLUMN = "textpos"
+
+
+_POSITIONS_HEADER = struct.Struct("<IIB")  # term count, position count, has secondary
+
+
+def encode_positions(positions: dict[str, list[int]]) -> bytes:
+    """A document's term positions as: its distinct terms, then the term number at each
+    position (-1 for none), as machine integers, compressed. Chinese, Japanese and Korean
+    text puts two terms (character and bigram) at one position; the second goes in a second
+    array. Decoding is a split and two ``frombuffer`` calls (:class:`DocumentPositions`)."""
+    terms = list(positions)
+    if not terms:
+        return b""
+    lengths = [len(positions[term]) for term in terms]
+    where = numpy.fromiter(
+        itertools.chain.from_iterable(positions.values()), dtype=numpy.int64, count=sum(lengths)
+    )
+    which = numpy.repeat(numpy.arange(len(terms), dtype=numpy.int32), lengths)
+    size = int(where.max()) + 1
+    primary = numpy.full(size, -1, dtype=numpy.int32)
+    secondary = numpy.full(size, -1, dtype=numpy.int32)
+    order = numpy.argsort(where, kind="stable")
+    where, which = where[order], which[order]
+    repeated = numpy.zeros(len(where), dtype=bool)
+    repeated[1:] = where[1:] == where[:-1]
+    primary[where[~repeated]] = which[~repeated]
+    secondary[where[repeated]] = which[repeated]
+    has_secondary = bool(repeated.any())
+    parts = [
+        _POSITIONS_HEADER.pack(len(terms), size, has_secondary),
+        "\x00".join(terms).encode("utf-8"),
+        primary.tobytes(),
+    ]
+    if has_secondary:
+        parts.append(secondary.tobytes())
+    header_and_terms = parts[0] + struct.pack("<I", len(parts[1])) + parts[1]
+    return zlib.compress(header_and_terms + b"".join(parts[2:]), 1)
+
+
+class DocumentPositions:
+    """The decoded positions of one document's ``text``."""
+
+    __slots__ = ("_index", "_primary", "_secondary")
+
+    def __init__(self, blob: bytes) -> None:
+        self._index: dict[str, int] = {}
+        self._primary = numpy.empty(0, dtype=numpy.int32)
+        self._secondary: numpy.ndarray | None = None
+        if not blob:
+            return
+        raw = zlib.decompress(blob)
+        count, size, has_secondary = _POSITIONS_HEADER.unpack_from(raw)
+        at = _POSITIONS_HEADER.size
+        (terms_length,) = struct.unpack_from("<I", raw, at)
+        at += 4
+        terms = raw[at : at + terms_length].decode("utf-8").split("\x00")
+        at += terms_length
+        self._index = dict(zip(terms, range(count), strict=True))
+        self._primary = numpy.frombuffer(raw, dtype=numpy.int32, count=size, offset=at)
+        if has_secondary:
+            self._secondary = numpy.frombuffer(
+                raw, dtype=numpy.int32, count=size, offset=at + 4 * size
+            )
+
+    def of(self, term: str) -> numpy.ndarray:
+        """The positions of ``term`` (sorted; empty when the document lacks it)."""
+        number = self._index.get(term)
+        if number is None:
+            return numpy.empty(0, dtype=numpy.int64)
+        hits = self._primary == number
+        if self._secondary is not None:
+            hits |= self._secondary == number
+        return numpy.nonzero(hits)[0]
+
+
 #: Gap between the parts of ``text`` (title, body, anchor labels...) so that a phrase never
 #: matches across two of them.
 PART_GAP = 100
@@ -118,7 +202,7 @@ def build_schema() -> fields.Schema:
         # Text. ``text`` decides what matches and is scored first; the boost fields re-score
         # the best candidates (see indexer.query). Phrases are checked on ``text`` positions,
         # intitle: and inurl: on their own fields.
-        text=LangText(),
+        text=LangText(positions=False),
         title=LangText(stored=True),
         anchors=LangText(positions=False),
         headings=LangText(positions=False),
@@ -146,4 +230,6 @@ def build_schema() -> fields.Schema:
         fold=fields.COLUMN(columns.NumericColumn("q")),
         # Size in bytes (-1 unknown) for size: filters (indexer.sizefilter).
         sizes=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_SIZE)),
+        # Word positions of ``text``, per document (see POSITIONS_COLUMN).
+        textpos=fields.COLUMN(columns.VarBytesColumn()),
     )

@@ -13,8 +13,12 @@ match count is exact for free.
 
 Scores are Whoosh's BM25F to the last bit (same idf, same average lengths, same formula;
 tested against Whoosh on the same index), so ranking does not depend on which path ran.
-Whoosh nodes the evaluator does not know make it return ``None``; the searcher then uses
-Whoosh's own matchers (:mod:`indexer.query`).
+Phrases are the AND of their words here, with positions checked on the surviving documents
+(:meth:`VectorIndex.holding`): for ``text`` from the per-document positions column
+(:data:`~indexer.schema.POSITIONS_COLUMN`), for the small positional fields from the posting
+blocks that hold the candidates. A Whoosh node the evaluator does not know raises
+:class:`Unsupported`: a programming error, since it evaluates what :mod:`indexer.querylang`
+compiles.
 
 Reading Whoosh's blocks relies on the W3 codec's posting layout (whoosh-reloaded 2.7.5):
 a block's data is a pickled (document-number deltas, weights, values) tuple.
@@ -33,14 +37,17 @@ from whoosh.codec import whoosh3
 from whoosh.matching import wrappers
 
 from indexer.require import Require
+from indexer.schema import POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
 from indexer.sizefilter import SizeRange
 from indexer.weighting import field_lengths
 
 #: Cached posting entries (document numbers and scores) per snapshot, least recently used
 #: terms dropped first: about 16 bytes an entry, so 8 million entries is 128 MB.
 CACHE_ENTRIES = 8_000_000
-#: Decoded posting blocks kept for phrase checks (about 10 KB each with their positions).
-BLOCK_CACHE = 4000
+#: Decoded posting blocks kept for phrase checks in positional fields (title, URL words).
+BLOCK_CACHE = 2000
+#: Documents whose decoded ``text`` positions are kept for phrase checks (about 20 KB each).
+POSITION_CACHE = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,8 @@ class VectorIndex:
         # later from just the blocks that hold the candidates.
         self._directories: dict[tuple[str, bytes], dict[int, _Directory]] = {}
         self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
+        self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
+        self._position_columns: dict[int, Any] = {}
         self._live: numpy.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -167,6 +176,8 @@ class VectorIndex:
             btexts.append(word if isinstance(word, bytes) else word.encode("utf-8"))
         if len(candidates) == 0:
             return candidates
+        if fieldname == TEXT_FIELD and POSITIONS_COLUMN in self.reader.schema:
+            return self._holding_by_document(list(sequence), candidates)
         decode = self.reader.schema[fieldname].format.decode_positions
         found: list[numpy.ndarray] = []
         for leaf, offset in self._leaves:
@@ -191,6 +202,39 @@ class VectorIndex:
                     keep.append(docnum)
             found.append(numpy.asarray(keep, dtype=numpy.int64) + offset)
         return numpy.concatenate(found) if found else numpy.empty(0, dtype=numpy.int64)
+
+    def _holding_by_document(self, sequence: list[str], candidates: numpy.ndarray) -> numpy.ndarray:
+        keep = []
+        for docnum in candidates.tolist():
+            positions = self._document_positions(docnum)
+            starts = positions.of(sequence[0])
+            for shift, word in enumerate(sequence[1:], 1):
+                if len(starts) == 0:
+                    break
+                starts = numpy.intersect1d(starts, positions.of(word) - shift, assume_unique=True)
+            if len(starts):
+                keep.append(docnum)
+        return numpy.asarray(keep, dtype=numpy.int64)
+
+    def _document_positions(self, docnum: int) -> DocumentPositions:
+        """A document's ``text`` positions, decoded once and kept for the next check."""
+        with self._lock:
+            cached = self._positions.get(docnum)
+        if cached is not None:
+            return cached
+        for index in range(len(self._leaves) - 1, -1, -1):
+            leaf, offset = self._leaves[index]
+            if docnum >= offset:
+                break
+        column = self._position_columns.get(offset)
+        if column is None:
+            column = self._position_columns[offset] = leaf.column_reader(POSITIONS_COLUMN)
+        decoded = DocumentPositions(column[docnum - offset])
+        with self._lock:
+            self._positions[docnum] = decoded
+            if len(self._positions) > POSITION_CACHE:
+                self._positions.popitem(last=False)
+        return decoded
 
     def _block_values(
         self, leaf: Any, offset: int, fieldname: str, btext: bytes, wanted: numpy.ndarray

@@ -120,3 +120,15 @@ def test_require_survives_a_quality_skip_that_stays_put() -> None:
     assert fixed.id() == 1
     fixed.next()
     assert fixed.id() == 5
+
+
+def test_document_positions_round_trip_including_cjk_pairs() -> None:
+    from indexer.analysis import term_maker
+    from indexer.schema import DocumentPositions, encode_positions
+
+    found, _ = term_maker("en").positions("The cat saw the other cat. 東京都 the end")
+    decoded = DocumentPositions(encode_positions(found))
+    for term, positions in found.items():
+        assert decoded.of(term).tolist() == positions, term
+    assert decoded.of("absent").tolist() == []
+    assert DocumentPositions(b"").of("cat").tolist() == []
