@@ -80,7 +80,7 @@ def test_enough_hits_for_the_page_end_the_checking(phrase_store: Store) -> None:
         assert 20 <= results.total <= 60
 
 
-def test_nested_phrases_use_whoosh_phrase_matching(phrase_store: Store) -> None:
+def test_nested_phrases_are_checked_too(phrase_store: Store) -> None:
     with phrase_store.searcher() as searcher:
         results = searcher.search('"alpha beta" OR nothingatall', page_size=100)
         assert {hit.url for hit in results.hits} == holders()
