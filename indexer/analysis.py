@@ -53,6 +53,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u1100-
 CJK_FIRST = "\u1100"
 _WORD_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CJK_RE = re.compile(rf"[{_CJK}]+")
+_WORD_CHAR_RE = re.compile(rf"[^\W_{_CJK}]")
 
 # Letters NFKD leaves alone but readers consider the same as an ASCII spelling.
 _FOLD_EXTRA = str.maketrans(
@@ -196,6 +197,20 @@ class Word:
 def word_matches(text: str) -> Iterator[re.Match[str]]:
     """The words of ``text`` as regex matches (the cheapest form with offsets)."""
     return _WORD_RE.finditer(text)
+
+
+def word_list(text: str) -> list[str]:
+    """The words of ``text``, without offsets (several times cheaper than :func:`word_matches`)."""
+    return _WORD_RE.findall(text)
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RE.search(text) is not None
+
+
+def is_word_char(char: str) -> bool:
+    """Whether ``char`` belongs in a non-CJK word (the same test the word pattern makes)."""
+    return _WORD_CHAR_RE.match(char) is not None
 
 
 def is_cjk(word: str) -> bool:

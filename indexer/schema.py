@@ -20,7 +20,7 @@ import itertools
 import pickle
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy
@@ -154,39 +154,68 @@ def encode_positions(positions: dict[str, list[int]]) -> bytes:
 
 
 class DocumentPositions:
-    """The decoded positions of one document's ``text``."""
+    """The decoded positions of one document's ``text``.
 
-    __slots__ = ("_index", "_primary", "_secondary")
+    A phrase check asks for two or three terms of a document with hundreds, so a term's
+    number is found by searching the encoded term list rather than by building a dict of
+    all of them (which cost more than the rest of the check).
+    """
+
+    __slots__ = ("_primary", "_secondary", "_terms")
 
     def __init__(self, blob: bytes) -> None:
-        self._index: dict[str, int] = {}
+        self._terms = b"\x00"
         self._primary = numpy.empty(0, dtype=numpy.int32)
         self._secondary: numpy.ndarray | None = None
         if not blob:
             return
         raw = zlib.decompress(blob)
-        count, size, has_secondary = _POSITIONS_HEADER.unpack_from(raw)
+        _count, size, has_secondary = _POSITIONS_HEADER.unpack_from(raw)
         at = _POSITIONS_HEADER.size
         (terms_length,) = struct.unpack_from("<I", raw, at)
         at += 4
-        terms = raw[at : at + terms_length].decode("utf-8").split("\x00")
+        self._terms = b"\x00" + raw[at : at + terms_length] + b"\x00"
         at += terms_length
-        self._index = dict(zip(terms, range(count), strict=True))
         self._primary = numpy.frombuffer(raw, dtype=numpy.int32, count=size, offset=at)
         if has_secondary:
             self._secondary = numpy.frombuffer(
                 raw, dtype=numpy.int32, count=size, offset=at + 4 * size
             )
 
+    def number(self, term: str) -> int | None:
+        """The term's number in this document, or None when the document lacks it."""
+        found = self._terms.find(b"\x00" + term.encode("utf-8") + b"\x00")
+        return None if found < 0 else self._terms.count(b"\x00", 0, found)
+
     def of(self, term: str) -> numpy.ndarray:
         """The positions of ``term`` (sorted; empty when the document lacks it)."""
-        number = self._index.get(term)
+        number = self.number(term)
         if number is None:
             return numpy.empty(0, dtype=numpy.int64)
+        return numpy.nonzero(self._at(number))[0]
+
+    def holds(self, sequence: Sequence[str]) -> bool:
+        """Whether the terms of ``sequence`` occur one after another somewhere."""
+        numbers = [self.number(term) for term in sequence]
+        if not numbers or None in numbers:
+            return False
+        starts = numpy.nonzero(self._at(numbers[0]))[0]
+        for shift, number in enumerate(numbers[1:], 1):
+            following = starts + shift
+            following = following[following < len(self._primary)]
+            found = self._primary[following] == number
+            if self._secondary is not None:
+                found |= self._secondary[following] == number
+            starts = following[found] - shift
+            if len(starts) == 0:
+                return False
+        return len(starts) > 0
+
+    def _at(self, number: int | None) -> numpy.ndarray:  # None matches nothing
         hits = self._primary == number
         if self._secondary is not None:
             hits |= self._secondary == number
-        return numpy.nonzero(hits)[0]
+        return hits
 
 
 #: Gap between the parts of ``text`` (title, body, anchor labels...) so that a phrase never

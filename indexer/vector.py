@@ -44,6 +44,8 @@ from indexer.weighting import field_lengths
 #: Cached posting entries (document numbers and scores) per snapshot, least recently used
 #: terms dropped first: about 16 bytes an entry, so 8 million entries is 128 MB.
 CACHE_ENTRIES = 8_000_000
+#: A union whose parts hold more than 1/this of all documents is summed in a dense array.
+DENSE_UNION_SHARE = 16
 #: Decoded posting blocks kept for phrase checks in positional fields (title, URL words).
 BLOCK_CACHE = 2000
 #: Documents whose decoded ``text`` positions are kept for phrase checks (about 20 KB each).
@@ -129,7 +131,7 @@ class VectorIndex:
             return _boosted(result, query.boost)
         if isinstance(query, wq.Or):
             parts = [self.evaluate(sub, within) for sub in query.subqueries]
-            return _boosted(_union(parts), query.boost)
+            return _boosted(_union(parts, self.documents), query.boost)
         if isinstance(query, wq.Not):
             live = self.live() if within is None else within
             kept = live[~_members(live, self.evaluate(query.query, live).ids)]
@@ -139,10 +141,14 @@ class VectorIndex:
             return DocSet(child.ids, numpy.full(len(child), float(query.score)))
         if isinstance(query, wq.Prefix):
             terms = list(self.reader.expand_prefix(query.fieldname, query.text))
-            return _unscored(_union([self._term(query.fieldname, t, 1.0) for t in terms]))
+            return _unscored(
+                _union([self._term(query.fieldname, t, 1.0) for t in terms], self.documents)
+            )
         if isinstance(query, wq.Every) and query.fieldname:
             terms = list(self.reader.lexicon(query.fieldname))
-            return _unscored(_union([self._term(query.fieldname, t, 1.0) for t in terms]))
+            return _unscored(
+                _union([self._term(query.fieldname, t, 1.0) for t in terms], self.documents)
+            )
         if isinstance(query, SizeRange):
             ids = query._matching(self.reader).astype(numpy.int64)
             return DocSet(ids, numpy.zeros(len(ids)))
@@ -206,13 +212,7 @@ class VectorIndex:
     def _holding_by_document(self, sequence: list[str], candidates: numpy.ndarray) -> numpy.ndarray:
         keep = []
         for docnum in candidates.tolist():
-            positions = self._document_positions(docnum)
-            starts = positions.of(sequence[0])
-            for shift, word in enumerate(sequence[1:], 1):
-                if len(starts) == 0:
-                    break
-                starts = numpy.intersect1d(starts, positions.of(word) - shift, assume_unique=True)
-            if len(starts):
+            if self._document_positions(docnum).holds(sequence):
                 keep.append(docnum)
         return numpy.asarray(keep, dtype=numpy.int64)
 
@@ -466,12 +466,25 @@ def _restrict(a: DocSet, b: DocSet) -> DocSet:
     return DocSet(a.ids[mask], a.scores[mask])
 
 
-def _union(parts: list[DocSet]) -> DocSet:
+def _union(parts: list[DocSet], documents: int) -> DocSet:
+    """Documents in any of ``parts``, their scores summed (in the order of ``parts``).
+
+    Large unions (a common word's forms in several languages) add into one dense array
+    over all documents: linear, where sorting the concatenation cost milliseconds.
+    """
     present = [part for part in parts if len(part)]
     if not present:
         return EMPTY
     if len(present) == 1:
         return present[0]
+    if sum(len(part) for part in present) * DENSE_UNION_SHARE >= documents:
+        sums = numpy.zeros(documents)
+        hit = numpy.zeros(documents, dtype=bool)
+        for part in present:
+            sums[part.ids] += part.scores  # ids are unique within a part
+            hit[part.ids] = True
+        ids = numpy.flatnonzero(hit)
+        return DocSet(ids, sums[ids])
     ids = numpy.concatenate([part.ids for part in present])
     scores = numpy.concatenate([part.scores for part in present])
     unique, inverse = numpy.unique(ids, return_inverse=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 from whoosh import index as whoosh_index
 from whoosh import query as wq
 from whoosh import scoring
@@ -132,3 +134,28 @@ def test_document_positions_round_trip_including_cjk_pairs() -> None:
         assert decoded.of(term).tolist() == positions, term
     assert decoded.of("absent").tolist() == []
     assert DocumentPositions(b"").of("cat").tolist() == []
+
+
+_PHRASE_WORDS = ["the", "cat", "sat", "on", "mat", "東京", "都", "a"]
+
+
+@hypothesis.settings(max_examples=200, deadline=None)
+@hypothesis.given(
+    text=st.lists(st.sampled_from([*_PHRASE_WORDS, ".", "東京都"]), max_size=60).map(" ".join),
+    sequence=st.lists(
+        st.sampled_from(["the", "cat", "sat", "mat", "东", "東京", "都", "x"]),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_holds_finds_exactly_the_consecutive_occurrences(text: str, sequence: list[str]) -> None:
+    from indexer.analysis import term_maker
+    from indexer.schema import DocumentPositions, encode_positions
+
+    found, _ = term_maker(None).positions(text)
+    decoded = DocumentPositions(encode_positions(found)) if found else DocumentPositions(b"")
+    at = {term: set(positions) for term, positions in found.items()}
+    starts = at.get(sequence[0], set())
+    for shift, term in enumerate(sequence[1:], 1):
+        starts = {start for start in starts if start + shift in at.get(term, set())}
+    assert decoded.holds(sequence) == bool(starts)

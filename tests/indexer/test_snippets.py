@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from indexer.snippets import MARK_END, MARK_START, SNIPPET_CHARS, make_snippet
+import hypothesis
+from hypothesis import strategies as st
+
+from indexer.analysis import term_maker
+from indexer.snippets import (
+    MARK_END,
+    MARK_START,
+    MAX_MATCHES,
+    SNIPPET_CHARS,
+    _matches,
+    _matches_by_word,
+    make_snippet,
+)
 
 
 def marked(word: str) -> str:
@@ -49,3 +61,48 @@ def test_cjk_marks_the_matched_substring() -> None:
 
 def test_empty_text() -> None:
     assert make_snippet("", {"x"}, None) == ""
+
+
+# The fast matcher (distinct words, then str.find) must mark exactly what the word-by-word
+# matcher marks, on any text: boundaries, repeats, accents, stems, digits, underscores.
+_WORDS = [
+    "garden",
+    "Gardens",
+    "gardening",
+    "gar",
+    "the",
+    "The",
+    "théâtre",
+    "THEATRE",
+    "x_garden",
+    "garden2",
+    "2garden",
+    "runs",
+    "running",
+    "ran",
+    "Häuser",
+    "haus",
+    "über",
+    "naïve",
+]
+_GAPS = [" ", "\n", ", ", "-", "_", "", ". ", "'", "…"]
+
+
+@hypothesis.settings(max_examples=300, deadline=None)
+@hypothesis.given(
+    pieces=st.lists(st.tuples(st.sampled_from(_WORDS), st.sampled_from(_GAPS)), max_size=80),
+    lang=st.sampled_from([None, "en", "de", "fr"]),
+    query=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3),
+)
+def test_fast_matching_agrees_with_matching_word_by_word(pieces, lang, query) -> None:
+    text = "".join(word + gap for word, gap in pieces)
+    maker = term_maker(lang)
+    terms = {maker.term(word) for word in query}
+    assert _matches(text, terms, lang) == _matches_by_word(text, terms, lang)
+
+
+def test_only_the_first_matches_are_kept() -> None:
+    text = "garden " * (MAX_MATCHES + 10)
+    found = _matches(text, {"garden"}, "en")
+    assert len(found) == MAX_MATCHES
+    assert found[0] == (0, 6, "garden")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy
 import pytest
 from whoosh import query as wq
 
 from indexer.query import Searcher
 from indexer.querylang import compile_query, parse
-from indexer.vector import Unsupported, top
+from indexer.vector import DENSE_UNION_SHARE, DocSet, Unsupported, _union, top
 
 # Queries without negation: Whoosh's own AndNot over a Require gives wrong answers (it kept
 # gemini://gemini.example/docs/ for "capsule -gemini" although its URL words hold "gemini"),
@@ -87,3 +88,24 @@ def test_top_orders_by_score_then_document_number(known: Searcher) -> None:
 def test_unknown_query_types_are_left_to_whoosh(known: Searcher) -> None:
     with known._use_snapshot() as snapshot, pytest.raises(Unsupported):
         snapshot.vector.evaluate(wq.FuzzyTerm("text", "gemini"))
+
+
+@pytest.mark.parametrize("documents", [10, 1000, 100_000])
+def test_dense_and_sorted_unions_agree(documents: int) -> None:
+    """Whatever the path a union takes, it gives the same documents and summed scores."""
+    rng = numpy.random.default_rng(documents)
+    parts = []
+    for size in (documents // 10, 3, documents // 2):
+        ids = numpy.sort(rng.choice(documents, size=max(1, size), replace=False))
+        parts.append(DocSet(ids.astype(numpy.int64), rng.random(len(ids))))
+    dense = _union(parts, documents)
+    sorted_ = _union(parts, documents * DENSE_UNION_SHARE * 10)  # looks too small for dense
+    assert dense.ids.tolist() == sorted_.ids.tolist()
+    assert dense.scores.tolist() == pytest.approx(sorted_.scores.tolist(), rel=1e-12)
+    expected: dict[int, float] = {}
+    for part in parts:
+        for docnum, score in zip(part.ids.tolist(), part.scores.tolist(), strict=True):
+            expected[docnum] = expected.get(docnum, 0.0) + score
+    assert dict(zip(dense.ids.tolist(), dense.scores.tolist(), strict=True)) == pytest.approx(
+        expected
+    )
