@@ -8,7 +8,7 @@ request is a fresh TLS connection (Gemini has no keep-alive) with a query never 
 before, so the result cache does not flatter the figures; one extra run repeats a single
 query to show what the cache gives. Run:
 
-    .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N]
+    .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N] [--processes N]
 
 The generated store and index are kept in ``$TMPDIR/sextant-bench-capsule-<pages>`` and
 reused by later runs (delete the directory to regenerate). Target: p99 <= 100 ms at
@@ -22,7 +22,6 @@ import json
 import multiprocessing
 import random
 import tempfile
-import threading
 import time
 from datetime import datetime, timedelta
 from functools import partial
@@ -35,13 +34,14 @@ from sqlalchemy import insert, select
 
 from indexer.build import run_index
 from indexer.query import open_searcher
-from search_capsule.server import build_app, run_capsule
+from search_capsule.processes import Supervisor, default_process_count
+from search_capsule.server import load_certificate, serve_process
 from search_capsule.services import CapsuleLimits
 from sextant.config import Settings
-from sextant.server import ServerLimits
+from sextant.server import bind_sockets
 from sextant.store.migrate import open_store
 from sextant.store.models import Capsule, Link, Page
-from sextant.tls import client_context, make_self_signed, server_context_from_pem
+from sextant.tls import client_context
 
 HOST = "127.0.0.1"
 SEED = 1965
@@ -286,45 +286,32 @@ def drive(port: int, paths: list[str], concurrency: int) -> dict[str, Any]:
 
 
 class Server:
-    """The capsule running in a background thread with its own trio loop."""
+    """The capsule as ``sextant serve --processes N`` runs it: a supervisor process and N
+    capsule processes accepting on one port, all apart from this one."""
 
-    def __init__(self, settings: Settings) -> None:
-        limits = CapsuleLimits(rate_per_client=None)
-        self.app = build_app(settings, limits)
-        self.context = server_context_from_pem(*make_self_signed(["localhost", HOST]))
-        self.port = 0
-        self._ready = threading.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._cancel: trio.CancelScope | None = None
-        self._thread = threading.Thread(target=trio.run, args=(self._main,), daemon=True)
-
-    async def _main(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as self._cancel:
-            async with trio.open_nursery() as nursery:
-                self.port = await nursery.start(
-                    partial(
-                        run_capsule,
-                        self.app,
-                        host=HOST,
-                        port=0,
-                        ssl_context=self.context,
-                        hostnames=None,
-                        limits=ServerLimits(max_connections=1024),
-                    )
-                )
-                self._ready.set()
+    def __init__(self, settings: Settings, processes: int) -> None:
+        self.sockets = bind_sockets(HOST, 0)
+        self.port = self.sockets[0].getsockname()[1]
+        certificate = load_certificate(settings, "localhost")
+        limits = CapsuleLimits(rate_per_client=None)  # all load comes from one address
+        child = partial(serve_process, settings, limits, certificate, HOST, ["localhost", HOST])
+        self._supervisor = multiprocessing.get_context("fork").Process(
+            target=_supervise, args=(child, self.sockets, processes)
+        )
 
     def __enter__(self) -> Server:
-        self._thread.start()
-        self._ready.wait()
+        self._supervisor.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None and self._cancel is not None:
-            self._token.run_sync_soon(self._cancel.cancel)
-        self._thread.join()
-        self.app.close()
+        self._supervisor.terminate()
+        self._supervisor.join()
+        for listening in self.sockets:
+            listening.close()
+
+
+def _supervise(child: Any, sockets: list[Any], processes: int) -> None:
+    Supervisor(child, sockets, processes).run()
 
 
 def search_api_latencies(settings: Settings, queries: list[str]) -> tuple[list[float], float]:
@@ -352,6 +339,7 @@ def run(
     quick: bool = False,
     pages: int | None = None,
     requests: int | None = None,
+    processes: int | None = None,
 ) -> dict:
     pages = pages or (2_000 if quick else 100_000)
     requests = requests or (300 if quick else 2_000)
@@ -375,8 +363,10 @@ def run(
     )
     print(f"{pages:,} pages; {requests:,} requests per level, each a new TLS connection")
     print(f"{'concurrency':>11} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'failed':>7}")
-    with Server(settings) as server:
-        # Warm up: open the searcher and touch the index files once.
+    processes = processes or default_process_count()
+    print(f"{processes} capsule processes (sextant serve --processes {processes})")
+    with Server(settings, processes) as server:
+        # Warm up: open the searchers and touch the index files once.
         drive(server.port, [f"/search?{quote(q)}" for q in queries[:50]], 4)
         for level, concurrency in enumerate(CONCURRENCY, start=1):
             chunk = queries[level * requests : (level + 1) * requests]
@@ -385,8 +375,6 @@ def run(
         cached = [f"/search?{quote(queries[0])}"] * requests
         outcome = drive(server.port, cached, 16)
         _report(figures, "c16 cached query", 16, outcome)
-        searched = server.app.services.search.computed
-    print(f"searches that reached the index: {searched:,}")
     target = figures.get("c16 p99 ms")
     if isinstance(target, float):
         verdict = "meets" if target <= 100 else "misses"
@@ -415,8 +403,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2,000 pages, 300 requests")
     parser.add_argument("--pages", type=int, default=None)
     parser.add_argument("--requests", type=int, default=None, help="per concurrency level")
+    parser.add_argument(
+        "--processes", type=int, default=None, help="capsule processes (default: one per core)"
+    )
     args = parser.parse_args()
-    run(quick=args.quick, pages=args.pages, requests=args.requests)
+    run(quick=args.quick, pages=args.pages, requests=args.requests, processes=args.processes)
 
 
 if __name__ == "__main__":

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import signal
 from functools import partial
 from pathlib import Path
 
 import click
-import trio
 
+from search_capsule.processes import Supervisor, default_process_count
 from search_capsule.server import (
+    DEFAULT_LIMITS,
+    STOPPED,
     accepted_names,
-    build_app,
     load_certificate,
-    run_capsule,
+    serve_process,
     tls_context,
 )
-from sextant.cli import pass_settings, run_async
+from search_capsule.services import CapsuleLimits
+from sextant.cli import pass_settings
 from sextant.config import Settings
 from sextant.errors import ConfigError
+from sextant.server import bind_sockets
+from sextant.store.migrate import open_store
 
 CERT_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -37,6 +43,13 @@ CERT_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option("--cert", type=CERT_PATH, help="PEM certificate (default: generate one, once).")
 @click.option("--key", type=CERT_PATH, help="PEM private key belonging to --cert.")
+@click.option(
+    "--processes",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Server processes sharing the port, each with its own searcher and caches "
+    "(a search uses one core). Default: one per core, at most 8.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log every failure and connection problem.")
 @pass_settings
 def serve(
@@ -46,6 +59,7 @@ def serve(
     hostname: str,
     cert: Path | None,
     key: Path | None,
+    processes: int | None,
     verbose: bool,
 ) -> None:
     """Serve search over Gemini: gemini://HOSTNAME/ answers from any Gemini client.
@@ -56,34 +70,48 @@ def serve(
     """
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s",
     )
     certificate = load_certificate(settings, hostname, cert, key)
-    context = tls_context(certificate)
-    app = build_app(settings)
-    names = accepted_names(hostname, host)
-
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            try:
-                bound = await nursery.start(
-                    partial(
-                        run_capsule, app, host=host, port=port, ssl_context=context, hostnames=names
-                    )
-                )
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot listen on {host} port {port}: {exc.strerror or exc}. "
-                    "Choose another with --host/--port, or stop what is using it."
-                ) from None
-            origin = hostname if bound == 1965 else f"{hostname}:{bound}"
-            kind = "generated, self-signed" if certificate.generated else "from --cert"
-            click.echo(f"search capsule listening on {host} port {bound}: gemini://{origin}/")
-            click.echo(f"certificate ({kind}): {certificate.cert_file}")
-            click.echo(f"SHA-256 fingerprint: {certificate.facts.fingerprint_sha256}")
-            click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
-
+    tls_context(certificate)  # an unusable key is reported now, not by every process
+    open_store(settings.db_url).dispose()  # create or upgrade it once, before the processes
+    count = processes or default_process_count()
     try:
-        run_async(main, interrupted="search capsule stopped")
+        sockets = bind_sockets(host, port)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host} port {port}: {exc.strerror or exc}. "
+            "Choose another with --host/--port, or stop what is using it."
+        ) from None
+    bound = sockets[0].getsockname()[1]
+    origin = hostname if bound == 1965 else f"{hostname}:{bound}"
+    kind = "generated, self-signed" if certificate.generated else "from --cert"
+    click.echo(f"search capsule listening on {host} port {bound}: gemini://{origin}/")
+    click.echo(f"processes: {count}")
+    click.echo(f"certificate ({kind}): {certificate.cert_file}")
+    click.echo(f"SHA-256 fingerprint: {certificate.facts.fingerprint_sha256}")
+    click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
+    names = accepted_names(hostname, host)
+    # Each process allows a client its share of the rate: connections spread over them.
+    limits = _shared_limits(DEFAULT_LIMITS, count)
+    run = partial(serve_process, settings, limits, certificate, host, names)
+    try:
+        if count == 1:
+            run(sockets, stop_on=signal.SIGTERM)
+            return
+        stopped_by = Supervisor(run, sockets, count).run()
     finally:
-        app.close()
+        for listening in sockets:
+            listening.close()
+    click.echo(STOPPED, err=True)
+    raise SystemExit(130 if stopped_by == signal.SIGINT else 0)
+
+
+def _shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:
+    if limits.rate_per_client is None or processes == 1:
+        return limits
+    return dataclasses.replace(
+        limits,
+        rate_per_client=limits.rate_per_client / processes,
+        burst_per_client=max(1, limits.burst_per_client // processes),
+    )

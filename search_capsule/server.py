@@ -7,8 +7,11 @@ certificate and our host names.
 
 from __future__ import annotations
 
+import signal
+import socket
 import ssl
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -20,6 +23,7 @@ from search_capsule.app import CapsuleApp
 from search_capsule.cache import TTLCache
 from search_capsule.searching import SearchService
 from search_capsule.services import CapsuleLimits, Services, StoreReader
+from sextant.cli import run_async
 from sextant.config import Settings
 from sextant.errors import ConfigError
 from sextant.server import ServerLimits, serve
@@ -30,6 +34,7 @@ from sextant.tls import CertificateFacts, certificate_facts, ensure_certificate,
 _WILDCARDS = {"", "0.0.0.0", "::"}
 
 DEFAULT_LIMITS = CapsuleLimits()
+STOPPED = "search capsule stopped"
 SERVER_LIMITS = ServerLimits(request_timeout=10.0, max_connections=512, send_timeout=30.0)
 
 
@@ -104,9 +109,12 @@ async def run_capsule(
     ssl_context: ssl.SSLContext,
     hostnames: list[str] | None,
     limits: ServerLimits = SERVER_LIMITS,
+    sockets: list[socket.socket] | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until cancelled; ``task_status.started`` reports the bound port."""
+    """Serve until cancelled; ``task_status.started`` reports the bound port. With
+    ``sockets`` (bound by the caller, shared by several processes) ``host:port`` only
+    names them."""
     await serve(
         app,
         host=host,
@@ -114,5 +122,53 @@ async def run_capsule(
         ssl_context=ssl_context,
         hostnames=hostnames,
         limits=limits,
+        sockets=sockets,
         task_status=task_status,
     )
+
+
+def serve_process(
+    settings: Settings,
+    limits: CapsuleLimits,
+    certificate: Certificate,
+    host: str,
+    names: list[str],
+    sockets: list[socket.socket],
+    stop_on: signal.Signals = signal.SIGTERM,
+) -> None:
+    """One capsule process: its own app (searcher, store connections) on the shared sockets,
+    until ``stop_on`` arrives (or Ctrl-C, when it is the only process)."""
+    context = tls_context(certificate)
+    app = build_app(settings, limits)
+    try:
+        run_async(
+            partial(_serve_until, app, context, host, names, sockets, stop_on), interrupted=STOPPED
+        )
+    finally:
+        app.close()
+
+
+async def _serve_until(
+    app: CapsuleApp,
+    context: ssl.SSLContext,
+    host: str,
+    names: list[str],
+    sockets: list[socket.socket],
+    stop_on: signal.Signals,
+) -> None:
+    with trio.open_signal_receiver(stop_on) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(
+                    run_capsule,
+                    app,
+                    host=host,
+                    port=sockets[0].getsockname()[1],
+                    ssl_context=context,
+                    hostnames=names,
+                    sockets=sockets,
+                )
+            )
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break

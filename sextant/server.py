@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
@@ -201,6 +202,30 @@ RawHandler = Callable[[ServerStream], Awaitable[None]]
 # --- the listener --------------------------------------------------------------------------
 
 
+def bind_sockets(host: str, port: int, backlog: int = 1024) -> list[socket.socket]:
+    """Listening sockets for ``host:port`` (every address it resolves to), made before any
+    event loop runs, so that several server processes can accept from the same ones."""
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        ):
+            listening = socket.socket(family, kind, proto)
+            sockets.append(listening)
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:  # the same port on every address
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            listening.bind(address)
+            listening.listen(backlog)
+    except OSError:
+        for listening in sockets:
+            listening.close()
+        raise
+    return sockets
+
+
 async def serve_raw(
     handler: RawHandler,
     *,
@@ -208,6 +233,7 @@ async def serve_raw(
     port: int,
     ssl_context: ssl.SSLContext,
     limits: ServerLimits = ServerLimits(),
+    sockets: list[socket.socket] | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` and run ``handler`` for each, until cancelled.
@@ -215,9 +241,15 @@ async def serve_raw(
     The handshake happens lazily on the handler's first read or write. After the handler
     returns, a stream it left open is closed *without* close_notify; a handler that wants a
     clean end calls ``await stream.aclose()`` itself. ``task_status.started`` reports the
-    bound port (useful with ``port=0``).
+    bound port (useful with ``port=0``). ``sockets`` (from :func:`bind_sockets`) are used
+    instead of binding ``host:port`` when given: the way server processes share a port.
     """
-    tcp_listeners = await trio.open_tcp_listeners(port, host=host)
+    if sockets is None:
+        tcp_listeners = await trio.open_tcp_listeners(port, host=host)
+    else:
+        tcp_listeners = [
+            trio.SocketListener(trio.socket.from_stdlib_socket(listening)) for listening in sockets
+        ]
     listeners = [
         trio.SSLListener(_LingeringListener(tcp, limits.close_linger), ssl_context)
         for tcp in tcp_listeners
@@ -304,9 +336,10 @@ async def serve(
     ssl_context: ssl.SSLContext,
     hostnames: Collection[str] | None = None,
     limits: ServerLimits = ServerLimits(),
+    sockets: list[socket.socket] | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` over Gemini until cancelled.
+    """Serve ``app`` over Gemini until cancelled (on ``sockets`` when given, see :func:`serve_raw`).
 
     With ``hostnames``, requests for any other host (or for another port than the one the
     connection arrived on) get 53 PROXY REQUEST REFUSED, as §3.2 asks of servers that are not
@@ -328,6 +361,7 @@ async def serve(
         port=port,
         ssl_context=ssl_context,
         limits=limits,
+        sockets=sockets,
         task_status=task_status,
     )
 

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import trio
@@ -119,3 +120,70 @@ def test_serve_reports_a_busy_port(tmp_path):
         assert f"Error: cannot listen on 127.0.0.1 port {port}" in result.output
     finally:
         stop(process)
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def wait_for_children(pid: int, count: int, gone: int | None = None) -> set[int]:
+    """The ``count`` child processes of ``pid`` (once ``gone`` is no longer one of them)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        found = children_of(pid)
+        if len(found) == count and gone not in found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{pid} has children {children_of(pid)}, not {count}")
+
+
+def test_processes_share_the_port_and_a_dead_one_is_replaced(tmp_path):
+    process, port, _ = start_serve(tmp_path, "--processes", "2")
+    try:
+        workers = wait_for_children(process.pid, 2)
+        # A stopped process accepts nothing: the other one answers every request.
+        paused, other = sorted(workers)
+        os.kill(paused, signal.SIGSTOP)
+        try:
+            for _ in range(6):
+                assert check(fetch(port, f"gemini://localhost:{port}/about")).status == 20
+        finally:
+            os.kill(paused, signal.SIGCONT)
+        # A killed process is replaced; the survivor keeps answering meanwhile.
+        os.kill(paused, signal.SIGKILL)
+        assert check(fetch(port, f"gemini://localhost:{port}/")).status == 20
+        replaced = wait_for_children(process.pid, 2, gone=paused)
+        assert other in replaced
+        os.kill(other, signal.SIGSTOP)  # now only the replacement can answer
+        try:
+            assert check(fetch(port, f"gemini://localhost:{port}/about")).status == 20
+        finally:
+            os.kill(other, signal.SIGCONT)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=20)
+    assert process.returncode == 0, output
+    assert "ended with signal SIGKILL" in output
+    assert not children_of(process.pid)
+
+
+def test_ctrl_c_to_the_process_group_stops_every_process(tmp_path):
+    process, _, _ = start_serve(tmp_path, "--processes", "2")
+    workers = wait_for_children(process.pid, 2)
+    for pid in (process.pid, *workers):  # what a terminal does on Ctrl-C
+        os.kill(pid, signal.SIGINT)
+    remaining, _ = process.communicate(timeout=20)
+    assert process.returncode == 130, remaining
+    assert "search capsule stopped" in remaining
+    assert "Traceback" not in remaining
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
