@@ -2,11 +2,13 @@
 
 The full run (the issue's figure) generates a store of 100,000 pages on 1,000 capsules with
 about 300,000 links, builds the index with the indexer's own build, serves it with the real
-capsule (TLS, routing, rendering; the per-client throttle off, since all load comes from one
-address), and drives it from a separate client process at concurrency 1, 16 and 64. Every
-request is a fresh TLS connection (Gemini has no keep-alive) with a query never asked
-before, so the result cache does not flatter the figures; one extra run repeats a single
-query to show what the cache gives. Run:
+capsule as ``sextant serve`` runs it (one process per core; TLS, routing, rendering; the
+per-client throttle off, since all load comes from one address), warms it up with as many
+distinct queries as each level sends (a capsule that has been running a while), and drives
+it from a separate client process at concurrency 1, 16 and 64. Every measured request is a
+fresh TLS connection (Gemini has no keep-alive) with a query never asked before, so the
+result cache does not flatter the figures; one extra run repeats a single query to show
+what the cache gives. Run:
 
     .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N] [--processes N]
 
@@ -366,8 +368,9 @@ def run(
     processes = processes or default_process_count()
     print(f"{processes} capsule processes (sextant serve --processes {processes})")
     with Server(settings, processes) as server:
-        # Warm up: open the searchers and touch the index files once.
-        drive(server.port, [f"/search?{quote(q)}" for q in queries[:50]], 4)
+        # Warm up as a capsule that has been running a while: searchers open, everyday
+        # words' postings decoded and cached. The queries measured below are all new.
+        drive(server.port, [f"/search?{quote(q)}" for q in queries[:requests]], 16)
         for level, concurrency in enumerate(CONCURRENCY, start=1):
             chunk = queries[level * requests : (level + 1) * requests]
             outcome = drive(server.port, [f"/search?{quote(q)}" for q in chunk], concurrency)
