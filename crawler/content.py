@@ -32,7 +32,7 @@ from py3langid import langid
 
 from sextant import gemtext
 from sextant.errors import InvalidURL
-from sextant.gemtext import _cap_title as cap_title
+from sextant.gemtext import cap_title, first_line
 from sextant.protocol import MimeType
 from sextant.urls import GeminiURL, resolve, scheme_of
 
@@ -131,7 +131,7 @@ def analyse(url: GeminiURL, body: bytes, mime: MimeType) -> Content:
         else:
             feed_kind = FEED_MIMES.get(essence)
     else:  # text/plain and every other text type: the first line is what a reader sees first
-        title = _first_line(text)
+        title = first_line(text)
 
     links, invalid = _resolve_links(url, raw_links)
     return Content(
@@ -252,14 +252,6 @@ def detect_language(text: str | None) -> str | None:
 
 
 # --- titles and links --------------------------------------------------------------------------
-
-
-def _first_line(text: str) -> str | None:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped:
-            return stripped
-    return None
 
 
 _MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")

@@ -83,3 +83,5 @@ class RobotsRecord:
 
 
 Message = FetchRecord | Skipped | Deferred | RobotsRecord
+#: An exchange with a capsule, as far as the capsule's own record cares (TOFU, failures).
+CapsuleContact = FetchRecord | RobotsRecord

@@ -501,17 +501,7 @@ class PageBatch:
                 "possibly_truncated": record.possibly_truncated,
             }
         )
-        writer.update_capsule(
-            self.conn,
-            plan.page.capsule_id,
-            self.now,
-            address=record.address,
-            answered=record.status is not None,
-            failures=record.capsule_failures,
-            parked_until=record.parked_until,
-            certificate=record.certificate,
-            tls_version=record.tls_version,
-        )
+        writer.update_capsule(self.conn, plan.page.capsule_id, self.now, record)
         if record.retry_at is not None:
             writer.retry_row(self.conn, record.item.id, record.retry_at)
         else:

@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, and_, exists, select, update
+from sqlalchemy import ColumnElement, Connection, Engine, and_, exists, select, update
 
 from crawler.admission import EXCLUDED, Admission
 from crawler.frontier import (
     FRONTIER,
     PAGES,
+    PRIORITY_LINK,
     PRIORITY_RECRAWL,
     PRIORITY_SEED,
     CapsuleIds,
@@ -162,6 +163,39 @@ def enqueue_recrawls(engine: Engine, admission: Admission, now: datetime | None 
     """``--recrawl``: queue every page whose ``next_crawl_at`` has come (and is allowed by
     this run's limits, which are not counted again: the page is in the store already)."""
     now = now or utcnow()
+    return _enqueue_pages(
+        engine,
+        admission,
+        and_(PAGES.c.next_crawl_at <= now, PAGES.c.state != EXCLUDED),
+        now,
+        reason="recrawl",
+        priority=PRIORITY_RECRAWL,
+    )
+
+
+def enqueue_stragglers(engine: Engine, admission: Admission, now: datetime | None = None) -> int:
+    """Pages known but never fetched and not queued (recorded outside an earlier run's
+    ``--allow-host``, or cut by a limit since raised) get queued if this run admits them."""
+    now = now or utcnow()
+    return _enqueue_pages(
+        engine,
+        admission,
+        and_(PAGES.c.state == "new", PAGES.c.fetched_at.is_(None)),
+        now,
+    )
+
+
+def _enqueue_pages(
+    engine: Engine,
+    admission: Admission,
+    condition: ColumnElement[bool],
+    now: datetime,
+    *,
+    reason: str = "link",
+    priority: int = PRIORITY_LINK,
+) -> int:
+    """Queue the pages meeting ``condition`` that are not queued yet and this run admits,
+    a batch per transaction (the frontier lock held only that long); how many."""
     queued = 0
     last_id = 0
     while True:
@@ -171,8 +205,7 @@ def enqueue_recrawls(engine: Engine, admission: Admission, now: datetime | None 
                 select(PAGES.c.id, PAGES.c.url, PAGES.c.capsule_id, PAGES.c.depth)
                 .where(
                     PAGES.c.id > last_id,
-                    PAGES.c.next_crawl_at <= now,
-                    PAGES.c.state != EXCLUDED,
+                    condition,
                     ~exists().where(FRONTIER.c.page_id == PAGES.c.id),
                 )
                 .order_by(PAGES.c.id)
@@ -188,45 +221,6 @@ def enqueue_recrawls(engine: Engine, admission: Admission, now: datetime | None 
                 except InvalidURL:
                     continue
                 if admission.static(url, row.depth).admitted:
-                    entries.append(
-                        Enqueue(row.id, row.capsule_id, row.depth, "recrawl", PRIORITY_RECRAWL)
-                    )
-            enqueue(conn, entries, now)
-            queued += len(entries)
-
-
-def enqueue_stragglers(engine: Engine, admission: Admission, now: datetime | None = None) -> int:
-    """Pages known but never fetched and not queued (recorded outside an earlier run's
-    ``--allow-host``, or cut by a limit since raised) get queued if this run admits them."""
-    now = now or utcnow()
-    queued = 0
-    last_id = 0
-    while True:
-        with engine.begin() as conn:
-            lock_frontier(conn)
-            rows = conn.execute(
-                select(PAGES.c.id, PAGES.c.url, PAGES.c.capsule_id, PAGES.c.depth)
-                .where(
-                    and_(
-                        PAGES.c.id > last_id,
-                        PAGES.c.state == "new",
-                        PAGES.c.fetched_at.is_(None),
-                        ~exists().where(FRONTIER.c.page_id == PAGES.c.id),
-                    )
-                )
-                .order_by(PAGES.c.id)
-                .limit(_BATCH)
-            ).all()
-            if not rows:
-                return queued
-            last_id = rows[-1].id
-            entries = []
-            for row in rows:
-                try:
-                    url = parse(row.url)
-                except InvalidURL:
-                    continue
-                if admission.static(url, row.depth).admitted:
-                    entries.append(Enqueue(row.id, row.capsule_id, row.depth))
+                    entries.append(Enqueue(row.id, row.capsule_id, row.depth, reason, priority))
             enqueue(conn, entries, now)
             queued += len(entries)

@@ -28,7 +28,14 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.admission import Admission
 from crawler.frontier import CAPSULES, FRONTIER, PAGES, PRIORITY_RETRY, CapsuleIds
-from crawler.messages import Deferred, FetchRecord, Message, RobotsRecord, Skipped
+from crawler.messages import (
+    CapsuleContact,
+    Deferred,
+    FetchRecord,
+    Message,
+    RobotsRecord,
+    Skipped,
+)
 from crawler.page_batch import PageBatch
 from crawler.tofu import judge
 from sextant.errors import StoreError
@@ -194,18 +201,12 @@ class Writer:
         self._retries.append({"fid": frontier_id, "due": due})
 
     def update_capsule(
-        self,
-        conn: Connection,
-        capsule_id: int,
-        now: datetime,
-        *,
-        address: str | None,
-        answered: bool,
-        failures: int,
-        parked_until: datetime | None,
-        certificate: CertificateFacts | None,
-        tls_version: str | None,
+        self, conn: Connection, capsule_id: int, now: datetime, contact: CapsuleContact
     ) -> None:
+        """What one exchange with the capsule (a page or its robots.txt) tells of it."""
+        address, answered = contact.address, contact.status is not None
+        failures, parked_until = contact.capsule_failures, contact.parked_until
+        certificate, tls_version = contact.certificate, contact.tls_version
         values: dict[str, object] = {
             "last_attempt_at": now,
             "consecutive_failures": failures,
@@ -332,16 +333,6 @@ class Writer:
                     crawl_delay=record.crawl_delay,
                 )
             )
-        self.update_capsule(
-            conn,
-            record.capsule_id,
-            record.fetched_at,
-            address=record.address,
-            answered=record.status is not None,
-            failures=record.capsule_failures,
-            parked_until=record.parked_until,
-            certificate=record.certificate,
-            tls_version=record.tls_version,
-        )
+        self.update_capsule(conn, record.capsule_id, record.fetched_at, record)
         if record.parked_until is not None:
             self.defer_capsule(conn, record.capsule_id, record.parked_until)

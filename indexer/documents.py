@@ -172,7 +172,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
                 body = "\n".join((parsed.text, *parsed.preformatted_alt))
             else:
                 body = row.body
-                title = title or _first_line(body)
+                title = title or gemtext.first_line(body)
     lang = primary_language(row.lang)
     if lang is None and (body or prompt):
         lang = detect_language(f"{title or ''}\n{body or prompt}")
@@ -245,14 +245,6 @@ def normalize_charset(charset: str | None) -> str | None:
     except LookupError:
         return name or None
     return {"utf_8": "utf-8"}.get(name, name)
-
-
-def _first_line(text: str) -> str | None:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped:
-            return stripped
-    return None
 
 
 def _naive(moment: datetime | None) -> datetime | None:

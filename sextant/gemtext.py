@@ -120,7 +120,7 @@ def parse(text: str) -> Document:
 
     title = headings[0].text if headings else first_text
     return Document(
-        title=None if title is None else _cap_title(title),
+        title=None if title is None else cap_title(title),
         headings=tuple(headings),
         links=tuple(links),
         text="\n".join(chunks),
@@ -129,7 +129,7 @@ def parse(text: str) -> Document:
     )
 
 
-def _cap_title(title: str) -> str:
+def cap_title(title: str) -> str:
     """Cut an over-long title at a word boundary near the limit, marking the cut."""
     if len(title) <= TITLE_MAX_CHARS:
         return title
@@ -138,6 +138,16 @@ def _cap_title(title: str) -> str:
     if space >= TITLE_MAX_CHARS * 3 // 4:
         cut = cut[:space]
     return cut.rstrip() + "…"
+
+
+def first_line(text: str) -> str | None:
+    """The first line with something on it: the title of a page that is not gemtext (what
+    a reader sees first), for the crawler and the indexer alike."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped:
+            return stripped
+    return None
 
 
 # --- Gemini subscriptions (gemsub) -----------------------------------------------------
