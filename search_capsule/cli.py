@@ -86,20 +86,23 @@ def serve(
     bound = sockets[0].getsockname()[1]
     origin = hostname if bound == 1965 else f"{hostname}:{bound}"
     kind = "generated, self-signed" if certificate.generated else "from --cert"
-    click.echo(f"search capsule listening on {host} port {bound}: gemini://{origin}/")
-    click.echo(f"processes: {count}")
-    click.echo(f"certificate ({kind}): {certificate.cert_file}")
-    click.echo(f"SHA-256 fingerprint: {certificate.facts.fingerprint_sha256}")
-    click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
+
+    def banner() -> None:
+        click.echo(f"search capsule listening on {host} port {bound}: gemini://{origin}/")
+        click.echo(f"processes: {count}")
+        click.echo(f"certificate ({kind}): {certificate.cert_file}")
+        click.echo(f"SHA-256 fingerprint: {certificate.facts.fingerprint_sha256}")
+        click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
+
     names = accepted_names(hostname, host)
     # Each process allows a client its share of the rate: connections spread over them.
     limits = _shared_limits(DEFAULT_LIMITS, count)
     run = partial(serve_process, settings, limits, certificate, host, names)
     try:
         if count == 1:
-            run(sockets, stop_on=signal.SIGTERM)
+            run(sockets, stop_on=signal.SIGTERM, ready=banner)
             return
-        stopped_by = Supervisor(run, sockets, count).run()
+        stopped_by = Supervisor(run, sockets, count).run(ready=banner)
     finally:
         for listening in sockets:
             listening.close()

@@ -63,8 +63,10 @@ class Supervisor:
         self._stopping = False
         self.restarts = 0
 
-    def run(self) -> int:
-        """Supervise until SIGTERM/SIGINT; the signal number that stopped us."""
+    def run(self, ready: Callable[[], None] | None = None) -> int:
+        """Supervise until SIGTERM/SIGINT; the signal number that stopped us. ``ready`` is
+        called once the signals are ours and the children started (a banner printed before
+        would invite a Ctrl-C nobody handles yet)."""
         received: list[int] = []
 
         def stop(signum: int, _frame: FrameType | None) -> None:
@@ -75,6 +77,8 @@ class Supervisor:
         try:
             for slot in range(self._count):
                 self._start(slot)
+            if ready is not None:
+                ready()
             while not self._stopping:
                 wait([child.sentinel for child in self._children.values()], timeout=0.5)
                 self._replace_dead()

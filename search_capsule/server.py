@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -135,6 +136,7 @@ def serve_process(
     names: list[str],
     sockets: list[socket.socket],
     stop_on: signal.Signals = signal.SIGTERM,
+    ready: Callable[[], None] | None = None,
 ) -> None:
     """One capsule process: its own app (searcher, store connections) on the shared sockets,
     until ``stop_on`` arrives (or Ctrl-C, when it is the only process)."""
@@ -142,7 +144,8 @@ def serve_process(
     app = build_app(settings, limits)
     try:
         run_async(
-            partial(_serve_until, app, context, host, names, sockets, stop_on), interrupted=STOPPED
+            partial(_serve_until, app, context, host, names, sockets, stop_on, ready),
+            interrupted=STOPPED,
         )
     finally:
         app.close()
@@ -155,6 +158,7 @@ async def _serve_until(
     names: list[str],
     sockets: list[socket.socket],
     stop_on: signal.Signals,
+    ready: Callable[[], None] | None,
 ) -> None:
     with trio.open_signal_receiver(stop_on) as signals:
         async with trio.open_nursery() as nursery:
@@ -169,6 +173,8 @@ async def _serve_until(
                     sockets=sockets,
                 )
             )
+            if ready is not None:
+                ready()
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break

@@ -79,15 +79,17 @@ def test_serve_with_the_operators_certificate(tmp_path):
     cert_pem, key_pem = make_self_signed(["search.example"], key_type="rsa")
     (tmp_path / "c.pem").write_bytes(cert_pem)
     (tmp_path / "k.pem").write_bytes(key_pem)
-    args = ["--hostname", "search.example", "--cert", str(tmp_path / "c.pem")]
+    # One process: serve runs the capsule itself instead of supervising children.
+    args = ["--processes", "1", "--hostname", "search.example", "--cert", str(tmp_path / "c.pem")]
     process, port, printed = start_serve(tmp_path / "data", *args, "--key", str(tmp_path / "k.pem"))
     try:
         assert printed == fingerprint_of(tmp_path / "c.pem")
         reply = check(fetch(port, f"gemini://search.example:{port}/", sni="search.example"))
         assert reply.status == 20
     finally:
-        stop(process)
+        assert "search capsule stopped" in stop(process)
     assert not (tmp_path / "data" / "certs").exists()
+    assert not children_of(process.pid)
 
 
 def test_serve_refuses_unusable_settings_with_one_line(tmp_path):
