@@ -110,11 +110,17 @@ def _matching_words(
     # Stemming keeps the first three letters of a word of five or more (Snowball only
     # rewrites endings), so a longer word whose folded start no term shares cannot match:
     # skipping it saves stemming every new word of every hit on a cold searcher.
+    # Nor does it change a word's first letter (checked for all 1-4 letter words over
+    # "aeiouybcdfghlmnrst" in every stemmed language), which rules out most short words.
     heads = {term[:3] for term in terms}
+    firsts = {term[:1] for term in terms}
     matching: dict[str, str] = {}
     for word in words:
-        head = word[:3].lower() if word.isascii() else fold(word[:3])[:3]
-        if len(word) >= 5 and head not in heads:
+        if word.isascii():
+            lowered = word.lower()
+            if lowered[:1] not in firsts or (len(word) >= 5 and lowered[:3] not in heads):
+                continue
+        elif len(word) >= 5 and fold(word[:3])[:3] not in heads:
             continue
         term = term_of(word)
         if term in terms:

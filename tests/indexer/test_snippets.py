@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import hypothesis
 from hypothesis import strategies as st
 
-from indexer.analysis import term_maker, word_list
+from indexer.analysis import STEMMED_LANGUAGES, fold, term_maker, word_list
 from indexer.snippets import (
     MARK_END,
     MARK_START,
@@ -112,3 +114,16 @@ def test_only_the_first_matches_are_kept() -> None:
     found = _matches(text, {"garden"}, "en")
     assert len(found) == MAX_MATCHES
     assert found[0] == (0, 6, "garden")
+
+
+def test_stemming_keeps_a_words_first_letter() -> None:
+    """What the snippet matcher's first-letter filter relies on (see _matching_words)."""
+    letters = "aeiouybcdfghlmnrst"
+    words = ["".join(t) for n in (1, 2, 3) for t in itertools.product(letters, repeat=n)]
+    words += ["".join(t) for t in itertools.product("aeiysdnr", repeat=4)]  # endings stemmed
+    words += ["skies", "dying", "lying", "generously", "Häuser", "crêpes", "über", "ánimo"]
+    for lang in (*STEMMED_LANGUAGES, None):
+        maker = term_maker(lang)
+        for word in words:
+            term = maker.term(word)
+            assert not term or term[0] == fold(word)[0], (lang, word, term)
