@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy
-from sqlalchemy import select
+from sqlalchemy import func, select
 from whoosh import index as whoosh_index
 from whoosh.searching import Searcher as WhooshSearcher
 
@@ -82,6 +82,10 @@ PHRASE_BATCH = 50
 PHRASE_MARGIN = 20
 PHRASE_SAMPLE_SHARE = 0.2
 PHRASE_SAMPLE = 1000
+#: Characters of a page's stored body read for its snippet. Snippets come from the first few
+#: thousand characters of text (:data:`~indexer.snippets.MAX_SCAN_CHARS`); reading and
+#: parsing a whole 5 MiB page for each hit would cost more than the search.
+SNIPPET_SOURCE_CHARS = 64 * 1024
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -357,9 +361,8 @@ class Searcher:
         """The searchable text of each page, from the store (the index keeps none)."""
         if not page_ids:
             return {}
-        query = select(Page.id, Page.state, Page.mime, Page.body, Page.meta).where(
-            Page.id.in_(page_ids)
-        )
+        body = func.substr(Page.body, 1, SNIPPET_SOURCE_CHARS).label("body")
+        query = select(Page.id, Page.state, Page.mime, body, Page.meta).where(Page.id.in_(page_ids))
         texts: dict[int, str] = {}
         with self._engine.connect() as connection:
             for row in connection.execute(query):

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from indexer.query import MARK_END, MARK_START, Searcher
+from indexer.query import MARK_END, MARK_START, SNIPPET_SOURCE_CHARS, Searcher
 from sextant.errors import QueryError
+from tests.indexer.conftest import Store
 from tests.indexer.fixture_space import (
     ALICE,
     DE,
@@ -20,6 +21,7 @@ from tests.indexer.fixture_space import (
     TILDE,
     WEATHER,
 )
+from tests.indexer.spaces import P
 
 
 def urls(searcher: Searcher, query: str, **options: int) -> list[str]:
@@ -218,3 +220,21 @@ def test_concurrent_searches_from_threads(known: Searcher) -> None:
 def test_timing_is_reported(known: Searcher) -> None:
     results = known.search("gemini")
     assert 0 < results.seconds < 5
+
+
+def test_a_huge_page_gets_its_snippet_from_its_opening(store: Store) -> None:
+    """Only the opening of a body is read for a snippet, however large the page."""
+    filler = "Filler words about nothing in particular. " * 200_000  # about 8 MiB
+    store.space.add(
+        {
+            "gemini://big.example/": P(f"# Big\nThe zeppelin hangar opens at dawn.\n{filler}"),
+            "gemini://small.example/": P("# Small\nA zeppelin flew over the small town."),
+        }
+    )
+    store.index()
+    with store.searcher() as searcher:
+        hits = {hit.url: hit for hit in searcher.search("zeppelin").hits}
+        big = store.space.ids["gemini://big.example/"]
+        assert len(searcher._texts([big])[big]) <= SNIPPET_SOURCE_CHARS  # not 8 MiB
+    assert f"{MARK_START}zeppelin{MARK_END} hangar opens" in hits["gemini://big.example/"].snippet
+    assert "small town" in hits["gemini://small.example/"].snippet
