@@ -366,6 +366,14 @@ class Crawl:
                     text=capsule.robots_txt,
                     fetched_at=capsule.robots_fetched_at,
                 )
+                for stored in capsule.user_robots:
+                    self.robots.prime(
+                        capsule.id,
+                        status=stored.status,
+                        text=stored.text,
+                        fetched_at=stored.fetched_at,
+                        user=stored.user,
+                    )
             if capsule.last_attempt_at is not None and not (
                 slot.busy or self.scheduler.queued_for(capsule.id)
             ):
@@ -815,23 +823,23 @@ class Crawl:
         elif result.header is not None:
             slot.failures = 0
         parked = self._park_if_needed(slot) if connection_failed else None
-        if user is None:
-            policy = fetch_outcome.policy
-            await self._record(
-                RobotsRecord(
-                    slot.key,
-                    utcnow(),
-                    result.address,
-                    fetch_outcome.status,
-                    fetch_outcome.text,
-                    usable=policy is not None,
-                    crawl_delay=policy.crawl_delay() if policy is not None else None,
-                    capsule_failures=slot.failures,
-                    parked_until=parked,
-                    certificate=result.certificate,
-                    tls_version=result.tls_version,
-                )
+        policy = fetch_outcome.policy
+        await self._record(
+            RobotsRecord(
+                slot.key,
+                utcnow(),
+                result.address,
+                fetch_outcome.status,
+                fetch_outcome.text,
+                usable=policy is not None,
+                crawl_delay=policy.crawl_delay() if policy is not None else None,
+                capsule_failures=slot.failures,
+                parked_until=parked,
+                certificate=result.certificate,
+                tls_version=result.tls_version,
+                user=user,
             )
+        )
         return fetch_outcome
 
     def _robots_outcome(self, result: FetchResult) -> RobotsFetch:

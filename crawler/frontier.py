@@ -19,7 +19,7 @@ add seeds take the same lock.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,12 +36,13 @@ from sqlalchemy import (
     update,
 )
 
-from sextant.store import Capsule, FrontierEntry, Page, utcnow
+from sextant.store import Capsule, FrontierEntry, Page, UserRobots, utcnow
 from sextant.urls import GeminiURL, scope_of
 
 PAGES = Page.__table__
 CAPSULES = Capsule.__table__
 FRONTIER = FrontierEntry.__table__
+USER_ROBOTS = UserRobots.__table__
 
 # Chunk size for ``IN (...)`` lists: well below SQLite's 32,766 bound variables and small
 # enough that PostgreSQL plans stay cheap.
@@ -63,6 +64,16 @@ MAX_RECRAWL = timedelta(days=30)
 
 
 @dataclass(frozen=True, slots=True)
+class StoredRobots:
+    """A pubnix user's robots.txt as the store keeps it."""
+
+    user: str
+    status: int | None
+    text: str | None
+    fetched_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class CapsuleInfo:
     """What the engine needs to know about a capsule before contacting it."""
 
@@ -77,6 +88,7 @@ class CapsuleInfo:
     robots_status: int | None
     robots_fetched_at: datetime | None
     crawl_delay: float | None
+    user_robots: tuple[StoredRobots, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +363,22 @@ def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
                     crawl_delay=row.crawl_delay,
                 )
     items.sort(key=lambda item: (item.due_at, item.priority, item.id))
-    return Claim(tuple(items), capsules)
+    return Claim(tuple(items), _with_user_robots(conn, capsules))
+
+
+def _with_user_robots(conn: Connection, capsules: dict[int, CapsuleInfo]) -> dict[int, CapsuleInfo]:
+    """The claimed capsules with their pubnix users' stored robots.txt files."""
+    found: dict[int, list[StoredRobots]] = {}
+    for chunk in _chunks(list(capsules)):
+        rows = conn.execute(select(USER_ROBOTS).where(USER_ROBOTS.c.capsule_id.in_(chunk)))
+        for row in rows:
+            found.setdefault(row.capsule_id, []).append(
+                StoredRobots(row.user_name, row.status, row.text, row.fetched_at)
+            )
+    return {
+        key: replace(info, user_robots=tuple(found[key])) if key in found else info
+        for key, info in capsules.items()
+    }
 
 
 def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:

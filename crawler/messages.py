@@ -80,6 +80,7 @@ class RobotsRecord:
     parked_until: datetime | None = None
     certificate: CertificateFacts | None = None
     tls_version: str | None = None
+    user: str | None = None  # a pubnix user's /~user/robots.txt; None: the capsule's own
 
 
 Message = FetchRecord | Skipped | Deferred | RobotsRecord

@@ -3,7 +3,7 @@
 A capsule's own ``/robots.txt`` is cached in the ``capsules.robots_*`` columns (so the next
 run need not ask again) and here in memory. On a pubnix each ``/~user/`` directory is a
 separate person's capsule who cannot edit the host's file, so a ``/~user/robots.txt`` is
-honoured too, for paths in that directory; those are kept in memory only.
+honoured too, for paths in that directory; those are kept in the ``user_robots`` table.
 
 Only one fetch per key is ever in progress: later callers wait on a :class:`trio.Event` for
 the first one's outcome instead of asking the capsule again.
@@ -83,9 +83,11 @@ class RobotsCache:
         status: int | None,
         text: str | None,
         fetched_at: datetime | None,
+        user: str | None = None,
     ) -> None:
-        """Load a capsule's stored robots.txt (from the capsules table) if still fresh."""
-        key = (capsule_id, None)
+        """Load a stored robots.txt if still fresh: the capsule's own (from the capsules
+        table) or, with ``user``, a pubnix user's (from ``user_robots``)."""
+        key = (capsule_id, user)
         if key in self._policies or fetched_at is None or utcnow() - fetched_at > self.ttl:
             return
         policy = policy_from_text(status, text)

@@ -27,7 +27,14 @@ from sqlalchemy import Connection, Engine, bindparam, delete, insert, or_, selec
 from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.admission import Admission
-from crawler.frontier import CAPSULES, FRONTIER, PAGES, PRIORITY_RETRY, CapsuleIds
+from crawler.frontier import (
+    CAPSULES,
+    FRONTIER,
+    PAGES,
+    PRIORITY_RETRY,
+    USER_ROBOTS,
+    CapsuleIds,
+)
 from crawler.messages import (
     CapsuleContact,
     Deferred,
@@ -322,7 +329,21 @@ class Writer:
             self.defer_capsule(conn, message.capsule_id, message.due_at)
 
     def _apply_robots(self, conn: Connection, record: RobotsRecord) -> None:
-        if record.usable:
+        if record.usable and record.user is not None:
+            key = (USER_ROBOTS.c.capsule_id == record.capsule_id) & (
+                USER_ROBOTS.c.user_name == record.user
+            )
+            conn.execute(delete(USER_ROBOTS).where(key))
+            conn.execute(
+                insert(USER_ROBOTS).values(
+                    capsule_id=record.capsule_id,
+                    user_name=record.user,
+                    status=record.status,
+                    text=record.text,
+                    fetched_at=record.fetched_at,
+                )
+            )
+        elif record.usable:
             conn.execute(
                 update(CAPSULES)
                 .where(CAPSULES.c.id == record.capsule_id)

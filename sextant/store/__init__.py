@@ -12,6 +12,7 @@ from sextant.store.models import (
     Page,
     Run,
     SeedRequest,
+    UserRobots,
 )
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Page",
     "Run",
     "SeedRequest",
+    "UserRobots",
     "make_engine",
     "session_factory",
     "utcnow",

@@ -11,6 +11,7 @@ migrations agree. Every timestamp is naive UTC (SQLite keeps no zone).
 * ``links`` — the link graph, including links to other schemes.
 * ``fetch_attempts`` — the recent history that explains a page's state.
 * ``certificate_events`` — first sightings and changes of certificates.
+* ``user_robots`` — pubnix users' own robots.txt files (``/~user/robots.txt``).
 * ``seed_requests`` — the inbox for seeds from the CLI and the search capsule.
 * ``runs`` — when crawls and index builds ran, with their figures.
 """
@@ -226,6 +227,21 @@ class CertificateEvent(Base):
     new_fingerprint: Mapped[str] = mapped_column(String(64))
     old_not_after: Mapped[datetime | None] = mapped_column(DateTime)
     new_not_after: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class UserRobots(Base):
+    """A pubnix user's own ``/~user/robots.txt``, kept like the capsule's (``capsules.robots_*``)
+    so the next run need not ask again within its lifetime."""
+
+    __tablename__ = "user_robots"
+
+    capsule_id: Mapped[int] = mapped_column(
+        ForeignKey("capsules.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_name: Mapped[str] = mapped_column(String(255), primary_key=True)  # alice in /~alice/
+    status: Mapped[int | None] = mapped_column(Integer)
+    text: Mapped[str | None] = mapped_column(Text)
+    fetched_at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class SeedRequest(Base):

@@ -155,6 +155,19 @@ async def test_pubnix_user_robots_are_honoured(tmp_path, capsules):
     assert "/~ann/drafts/one" not in pubnix.paths
     assert {"/~ann/public", "/~bob/drafts/one", "/~ann/robots.txt"} <= set(pubnix.paths)
     assert result.page(running["pubnix.test"].url("/~ann/drafts/one")).state == "disallowed"
+    # Kept like the capsule's own robots.txt: the next run does not ask again, and obeys it.
+    asked = pubnix.paths.count("/~ann/robots.txt")
+    pubnix.route("/~ann/later", gemtext("# Later\n"))
+    pubnix.route("/~ann/drafts/two", gemtext("# Draft two\n"))
+    await crawl(
+        tmp_path,
+        running,
+        running["pubnix.test"].url("/~ann/later"),
+        running["pubnix.test"].url("/~ann/drafts/two"),
+    )
+    assert "/~ann/later" in pubnix.paths
+    assert "/~ann/drafts/two" not in pubnix.paths
+    assert pubnix.paths.count("/~ann/robots.txt") == asked
 
 
 # --- redirects ------------------------------------------------------------------------------
