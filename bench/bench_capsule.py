@@ -41,7 +41,8 @@ from search_capsule.server import load_certificate, serve_process
 from search_capsule.services import CapsuleLimits
 from sextant.config import Settings
 from sextant.server import bind_sockets
-from sextant.store.migrate import open_store
+from sextant.store import make_engine
+from sextant.store.migrate import open_store, upgrade
 from sextant.store.models import Capsule, Link, Page
 from sextant.tls import client_context
 
@@ -188,6 +189,7 @@ def prepare(pages: int) -> tuple[Settings, list[str]]:
     marker = directory / "corpus.json"
     if marker.exists():
         words = json.loads(marker.read_text())["words"]
+        upgrade(make_engine(settings.db_url))  # a store kept from before a migration
     else:
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("sextant.db*"):

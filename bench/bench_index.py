@@ -437,6 +437,8 @@ def run(
 ) -> dict[str, float | str]:
     from indexer.build import run_index
     from indexer.query import Searcher
+    from sextant.store import make_engine
+    from sextant.store.migrate import upgrade
 
     pages = pages or (QUICK_PAGES if quick else FULL_PAGES)
     naive_limit = min(pages, naive_pages or NAIVE_PAGES)
@@ -453,6 +455,7 @@ def run(
             # A store kept by an earlier run with the same size and seed is the same corpus.
             samples = json.loads(samples_path.read_text(encoding="utf-8"))
             print(f"reusing the {pages:,}-page store in {root}", flush=True)
+            upgrade(make_engine(db_url))  # kept from before a migration, perhaps
             touch_back(db_path)
         else:
             db_path.unlink(missing_ok=True)
