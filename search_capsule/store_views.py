@@ -15,12 +15,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, aliased
 
 from sextant.robots import DEFAULT_AGENTS, RobotsPolicy, Rule, parse_robots_response
-from sextant.store.models import Capsule, CertificateEvent, Link, Page
+from sextant.store.models import Capsule, CertificateEvent, Link, Page, UserRobots
 from sextant.urls import DEFAULT_PORT
 
 LIST_LIMIT = 200
 BACKLINK_LIMIT = 100
 NEIGHBOUR_LIMIT = 50
+MAX_USER_ROBOTS = 100  # pubnix users' robots.txt files listed on a capsule's page
 
 
 def display_authority(display_host: str, port: int) -> str:
@@ -263,6 +264,7 @@ class CapsuleHealth:
     pages_by_status: tuple[tuple[int | None, int], ...]
     last_page_fetch: datetime | None
     robots: RobotsFacts
+    user_robots: tuple[tuple[str, RobotsFacts], ...]  # pubnix users' own files, by user
     tls_fingerprint: str | None
     tls_not_before: datetime | None
     tls_not_after: datetime | None
@@ -320,7 +322,16 @@ def capsule_health(session: Session, host: str, port: int) -> CapsuleHealth | No
         pages_by_state=tuple((state, count) for state, count in states),
         pages_by_status=tuple((status, count) for status, count in statuses),
         last_page_fetch=last_fetch,
-        robots=_robots_facts(capsule),
+        robots=_robots_facts(capsule.robots_status, capsule.robots_fetched_at, capsule.robots_txt),
+        user_robots=tuple(
+            (row.user_name, _robots_facts(row.status, row.fetched_at, row.text))
+            for row in session.scalars(
+                select(UserRobots)
+                .where(UserRobots.capsule_id == capsule.id)
+                .order_by(UserRobots.user_name)
+                .limit(MAX_USER_ROBOTS)
+            )
+        ),
         tls_fingerprint=capsule.tls_fingerprint,
         tls_not_before=capsule.tls_not_before,
         tls_not_after=capsule.tls_not_after,
@@ -365,14 +376,14 @@ def _host_row(capsule: Capsule, pages: int) -> HostRow:
     )
 
 
-def _robots_facts(capsule: Capsule) -> RobotsFacts:
+def _robots_facts(status: int | None, fetched_at: datetime | None, text: str | None) -> RobotsFacts:
     policy: RobotsPolicy | None = None
-    if capsule.robots_status is not None:
-        policy = parse_robots_response(capsule.robots_status, capsule.robots_txt)
+    if status is not None:
+        policy = parse_robots_response(status, text)
     return RobotsFacts(
-        status=capsule.robots_status,
-        fetched_at=capsule.robots_fetched_at,
-        text=capsule.robots_txt,
+        status=status,
+        fetched_at=fetched_at,
+        text=text,
         rules=policy.rules_for(DEFAULT_AGENTS) if policy else (),
         crawl_delay=policy.crawl_delay(DEFAULT_AGENTS) if policy else None,
         agents=policy.agents if policy else (),

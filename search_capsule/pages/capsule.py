@@ -47,6 +47,8 @@ def capsule_page(health: CapsuleHealth, *, now: datetime) -> str:
             for status, count in health.pages_by_status
         ]
     lines += ["", *_robots(health.robots)]
+    if health.user_robots:
+        lines += ["", *_user_robots(health.user_robots)]
     lines += ["", *_certificate(health, now)]
     lines += ["", *_neighbours("Capsules linking here", health.inbound)]
     lines += ["", *_neighbours("Capsules linked from here", health.outbound)]
@@ -83,6 +85,26 @@ def _robots(robots: RobotsFacts) -> list[str]:
         if len(robots.text) > _ROBOTS_EXCERPT_CHARS:
             excerpt += "\n[… cut]"
         lines += preformatted(excerpt, "robots.txt")
+    return lines
+
+
+def _user_robots(files: tuple[tuple[str, RobotsFacts], ...]) -> list[str]:
+    """One line per pubnix user whose own /~user/robots.txt the crawler obeys."""
+    lines = [
+        heading("robots.txt of users", 3),
+        text("Each applies to its user's directory, on top of the capsule's own:"),
+    ]
+    for user, robots in files:
+        if not robots.readable or robots.status is None:
+            summary = "could not be read for now"
+        elif robots.status // 10 == 5:
+            summary = f"none (status {robots.status})"
+        else:
+            rules = [f"{'Allow' if r.allow else 'Disallow'}: {r.pattern}" for r in robots.rules]
+            if robots.crawl_delay is not None:
+                rules.append(f"Crawl-delay: {robots.crawl_delay:g} s")
+            summary = "; ".join(rules) or "no rules for this crawler"
+        lines.append(item(f"~{user} (fetched {minute(robots.fetched_at)}): {summary}"))
     return lines
 
 

@@ -12,7 +12,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from sextant.store.models import Capsule, CertificateEvent, Link, Page, Run, SeedRequest
+from sextant.store.models import (
+    Capsule,
+    CertificateEvent,
+    Link,
+    Page,
+    Run,
+    SeedRequest,
+    UserRobots,
+)
 
 NOW = datetime(2026, 7, 1, 12, 0, 0)
 ALPHA = "gemini://alpha.example/"
@@ -106,6 +114,25 @@ def populate(engine: Engine) -> None:
         )
         gamma = capsule("gamma.example", consecutive_failures=4)
         session.add_all([alpha, beta, buecher, gamma])
+        session.flush()
+        session.add_all(
+            [
+                UserRobots(
+                    capsule_id=alpha.id,
+                    user_name="ann",
+                    status=20,
+                    text="User-agent: *\nDisallow: /drafts/\nCrawl-delay: 5\n",
+                    fetched_at=NOW - timedelta(hours=1),
+                ),
+                UserRobots(
+                    capsule_id=alpha.id,
+                    user_name="bob",
+                    status=51,
+                    text=None,
+                    fetched_at=NOW - timedelta(hours=1),
+                ),
+            ]
+        )
 
         alpha_home = page(
             ALPHA,

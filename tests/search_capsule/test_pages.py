@@ -268,6 +268,11 @@ async def test_capsule_health(capsule):
     assert reply.gemtext.title == "Capsule alpha.example"
     assert "* Disallow: /private/" in text
     assert "User-agent: indexer" in text  # the robots.txt itself, preformatted
+    assert "* ~ann (fetched 2026-" in text
+    assert "Disallow: /drafts/; Crawl-delay: 5 s" in text
+    assert "none (status 51)" in text.split("~bob (fetched", 1)[1].split("\n", 1)[0]
+    beta = await capsule.client.answer("/capsule", "beta.example:1966")
+    assert "robots.txt of users" not in beta.text
     assert f"* SHA-256 fingerprint {space.FINGERPRINT}" in text
     assert "changed-before-expiry" in text
     assert "* ok: 3" in text
