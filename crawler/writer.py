@@ -211,20 +211,21 @@ class Writer:
         self, conn: Connection, capsule_id: int, now: datetime, contact: CapsuleContact
     ) -> None:
         """What one exchange with the capsule (a page or its robots.txt) tells of it."""
-        address, answered = contact.address, contact.status is not None
-        failures, parked_until = contact.capsule_failures, contact.parked_until
-        certificate, tls_version = contact.certificate, contact.tls_version
         values: dict[str, object] = {
             "last_attempt_at": now,
-            "consecutive_failures": failures,
-            "parked_until": parked_until,
+            "consecutive_failures": contact.capsule_failures,
+            "parked_until": contact.parked_until,
         }
-        if address is not None:
-            values["address"] = address
-        if answered:
+        if contact.address is not None:
+            values["address"] = contact.address
+        if contact.status is not None:  # the capsule answered
             values["last_success_at"] = now
-        if certificate is not None:
-            values.update(self._judge_certificate(conn, capsule_id, certificate, tls_version, now))
+        if contact.certificate is not None:
+            values.update(
+                self._judge_certificate(
+                    conn, capsule_id, contact.certificate, contact.tls_version, now
+                )
+            )
         self._capsule_facts.setdefault(capsule_id, {}).update(values)
 
     def defer_capsule(self, conn: Connection, capsule_id: int, due_at: datetime) -> None:
