@@ -72,12 +72,7 @@ def _robots(robots: RobotsFacts) -> list[str]:
         lines.append(text("No rules apply to this crawler (agents sextant, indexer, *)."))
     else:
         lines.append(text("Rules in force for this crawler (agents sextant, indexer, *):"))
-        lines += [
-            item(f"{'Allow' if rule.allow else 'Disallow'}: {rule.pattern}")
-            for rule in robots.rules
-        ]
-    if robots.crawl_delay is not None:
-        lines.append(item(f"Crawl-delay: {robots.crawl_delay:g} s"))
+    lines += [item(rule) for rule in _rules_in_force(robots)]
     if robots.agents:
         lines.append(text("Agents the file names: " + ", ".join(robots.agents)))
     if robots.text:
@@ -100,12 +95,17 @@ def _user_robots(files: tuple[tuple[str, RobotsFacts], ...]) -> list[str]:
         elif robots.status // 10 == 5:
             summary = f"none (status {robots.status})"
         else:
-            rules = [f"{'Allow' if r.allow else 'Disallow'}: {r.pattern}" for r in robots.rules]
-            if robots.crawl_delay is not None:
-                rules.append(f"Crawl-delay: {robots.crawl_delay:g} s")
-            summary = "; ".join(rules) or "no rules for this crawler"
+            summary = "; ".join(_rules_in_force(robots)) or "no rules for this crawler"
         lines.append(item(f"~{user} (fetched {minute(robots.fetched_at)}): {summary}"))
     return lines
+
+
+def _rules_in_force(robots: RobotsFacts) -> list[str]:
+    """The rules for this crawler as the file writes them, Crawl-delay last."""
+    rules = [f"{'Allow' if rule.allow else 'Disallow'}: {rule.pattern}" for rule in robots.rules]
+    if robots.crawl_delay is not None:
+        rules.append(f"Crawl-delay: {robots.crawl_delay:g} s")
+    return rules
 
 
 def _certificate(health: CapsuleHealth, now: datetime) -> list[str]:
