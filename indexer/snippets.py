@@ -20,7 +20,6 @@ import re
 from collections.abc import Collection
 
 from indexer.analysis import (
-    CJK_FIRST,
     fold,
     has_cjk,
     is_cjk,
@@ -141,7 +140,7 @@ def _matches_by_word(
     found: list[tuple[int, int, str]] = []
     for match in matches:
         word = match.group()
-        if word[0] >= CJK_FIRST and is_cjk(word):
+        if is_cjk(word):
             found.extend(_cjk_matches(word, match.start(), terms))
         elif word in wanted:
             found.append((match.start(), match.end(), wanted[word]))

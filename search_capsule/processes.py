@@ -61,7 +61,6 @@ class Supervisor:
         self._children: dict[int, BaseProcess] = {}
         self._started_at: dict[int, float] = {}
         self._stopping = False
-        self.restarts = 0
 
     def run(self, ready: Callable[[], None] | None = None) -> int:
         """Supervise until SIGTERM/SIGINT; the signal number that stopped us. ``ready`` is
@@ -88,9 +87,6 @@ class Supervisor:
                 signal.signal(sig, handler)
         return received[0] if received else 0
 
-    def pids(self) -> list[int]:
-        return [child.pid for child in self._children.values() if child.pid is not None]
-
     def _start(self, slot: int) -> None:
         child = self._context.Process(
             target=_child, args=(self._child_main, self._sockets), name=f"capsule-{slot}"
@@ -113,7 +109,6 @@ class Supervisor:
             )
             if lived < RESTART_DELAY:
                 time.sleep(RESTART_DELAY - lived)
-            self.restarts += 1
             self._start(slot)
 
     def _stop_all(self) -> None:
