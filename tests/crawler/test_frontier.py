@@ -29,17 +29,9 @@ from crawler.frontier import (
 from crawler.options import AllowedHosts, CrawlOptions, HostPattern
 from crawler.seeds import enqueue_seeds, read_seeds_file
 from sextant.errors import ConfigError
-from sextant.store import FrontierEntry, Page, make_engine, utcnow
-from sextant.store.migrate import open_store, upgrade
+from sextant.store import FrontierEntry, Page, utcnow
+from sextant.store.migrate import open_store
 from sextant.urls import parse
-
-
-@pytest.fixture
-def store(db_url):
-    engine = make_engine(db_url)
-    upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 def add_urls(store, urls, *, due=None, priority=0):

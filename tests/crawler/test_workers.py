@@ -81,14 +81,6 @@ def store_url() -> Iterator[str]:
         drop_postgres_database(url)
 
 
-@pytest.fixture
-def store(db_url):
-    engine = make_engine(db_url)
-    upgrade(engine)
-    yield engine
-    engine.dispose()
-
-
 def test_a_worker_sees_live_leases_of_others_only(store):
     now = utcnow()
     with store.begin() as conn:
