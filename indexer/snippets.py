@@ -17,7 +17,7 @@ asterisk is what plain-text readers already take for emphasis.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from indexer.analysis import (
     fold,
@@ -41,6 +41,11 @@ MAX_MATCHES = 40
 MAX_SCAN_CHARS = 4000
 
 _SPACE_RE = re.compile(r"\s+")
+#: The rest of a word in lowered ASCII text (``[^\W_]`` there).
+_ASCII_WORD_REST = re.compile(r"[a-z0-9]+")
+#: Words whose term does not keep their first two letters: the English stemmer's special
+#: forms "dying", "lying" and "tying" (to "die", "lie", "tie").
+_IRREGULAR_HEADS = {"die": "dy", "lie": "ly", "tie": "ty"}
 
 
 def make_snippet(
@@ -75,18 +80,19 @@ def make_snippet(
 def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[int, int, str]]:
     """The first :data:`MAX_MATCHES` words of ``text`` whose term is a query term.
 
-    A page repeats its words, so the terms are made once per distinct word and the matching
-    words are then found with ``str.find``: five times cheaper than making a term at every
-    word, which made snippets half the cost of a search. Text with CJK runs, whose words
-    need splitting into bigrams, takes the word-by-word path.
+    Only words that begin like a query term can match (:func:`heads`). In ASCII text those
+    are found with ``str.find`` on the lowered text (folding ASCII is lowering, which keeps
+    every offset), and only they are turned into terms: splitting the whole text into words
+    with a regex cost ten times more, and made snippets a quarter of a search. Other text
+    takes its distinct words first; text with CJK runs, whose words need splitting into
+    bigrams, goes word by word.
     """
     if not terms:
         return []
     scanned = text[:MAX_SCAN_CHARS]
     if scanned.isascii():
-        # Folding ASCII is lowering, which keeps every offset: search the lowered text.
-        scanned = scanned.lower()
-    elif has_cjk(scanned):
+        return _ascii_matches(scanned.lower(), terms, term_maker(lang).term)
+    if has_cjk(scanned):
         return _matches_by_word(scanned, terms, lang)
     wanted = _matching_words(set(word_list(scanned)), terms, lang)
     found: list[tuple[int, int, str]] = []
@@ -101,25 +107,52 @@ def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[
     return found[:MAX_MATCHES]
 
 
+def _ascii_matches(
+    lowered: str, terms: Collection[str], term_of: Callable[[str], str]
+) -> list[tuple[int, int, str]]:
+    found: list[tuple[int, int, str]] = []
+    for head in heads(terms):
+        at = lowered.find(head)
+        while at != -1:
+            if at and lowered[at - 1].isalnum():  # inside a word: not its beginning
+                at = lowered.find(head, at + 1)
+                continue
+            match = _ASCII_WORD_REST.match(lowered, at + len(head))
+            end = match.end() if match else at + len(head)
+            term = term_of(lowered[at:end])
+            if term in terms:
+                found.append((at, end, term))
+            at = lowered.find(head, end)
+    found.sort()
+    return found[:MAX_MATCHES]
+
+
+def heads(terms: Collection[str]) -> set[str]:
+    """Beginnings that every word whose term is one of ``terms`` starts with, folded.
+
+    Stemming only rewrites endings: a word's term keeps the word's first two letters (or is
+    shorter, and the word starts with all of it), apart from three special cases of the
+    English stemmer. The tests check this for every stemmed language. Heads that start
+    with another head are dropped, so that no word is found twice.
+    """
+    found = {term[:2] for term in terms if term}
+    found.update(_IRREGULAR_HEADS[term] for term in terms if term in _IRREGULAR_HEADS)
+    return {
+        head
+        for head in found
+        if not any(head != other and head.startswith(other) for other in found)
+    }
+
+
 def _matching_words(
     words: Collection[str], terms: Collection[str], lang: str | None
 ) -> dict[str, str]:
     """Each of ``words`` whose term is one of ``terms``, with that term."""
     term_of = term_maker(lang).term
-    # Stemming keeps the first three letters of a word of five or more (Snowball only
-    # rewrites endings), so a longer word whose folded start no term shares cannot match:
-    # skipping it saves stemming every new word of every hit on a cold searcher.
-    # Nor does it change a word's first letter (checked for all 1-4 letter words over
-    # "aeiouybcdfghlmnrst" in every stemmed language), which rules out most short words.
-    heads = {term[:3] for term in terms}
-    firsts = {term[:1] for term in terms}
+    starts = tuple(heads(terms))
     matching: dict[str, str] = {}
     for word in words:
-        if word.isascii():
-            lowered = word.lower()
-            if lowered[:1] not in firsts or (len(word) >= 5 and lowered[:3] not in heads):
-                continue
-        elif len(word) >= 5 and fold(word[:3])[:3] not in heads:
+        if not fold(word[:3]).startswith(starts):
             continue
         term = term_of(word)
         if term in terms:
