@@ -37,7 +37,7 @@ from indexer.analysis import (
     fold,
     primary_language,
 )
-from indexer.schema import PART_GAP, POSITIONS_COLUMN, encode_positions
+from indexer.schema import PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
 from sextant.errors import InvalidURL
@@ -191,7 +191,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "pid": str(row.id),
         "url": row.url,
         "text": text,
-        POSITIONS_COLUMN: encode_positions(text.positions),
+        **text_columns(text.positions),
         "title": analyze(lang, title or ""),
         "_stored_title": stored_title,
         "headings": analyze(lang, headings_text),

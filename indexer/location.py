@@ -37,7 +37,7 @@ STATE_FILE = "sextant-index.json"
 LOCK_FILE = ".index.lock"
 #: Bumped whenever the schema or the analysis changes what is in an index: an index of another
 #: version is rebuilt by the next `sextant index` and refused by searchers until then.
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 
 class IndexMissing(StoreError):

@@ -1,7 +1,8 @@
 """Phrases deferred by the query compiler, checked on the searcher's candidates.
 
-The bulk of a search runs on whole posting lists (:mod:`indexer.vector`); positions are read
-only for the candidates that matter, from the posting blocks that hold them.
+The bulk of a search runs on whole posting lists (:mod:`indexer.vector`); every candidate is
+first tested against its pair filter (:func:`may_hold_phrases`, cheap), and positions are read
+only for the best of the survivors.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 import numpy
 
 from indexer.querylang import PhraseCheck
+from indexer.schema import TEXT_FIELD
 from indexer.vector import VectorIndex
 
 
@@ -29,3 +31,21 @@ def verify_phrases(
             passed = numpy.union1d(passed, index.holding(field, list(sequence), pending))
         holding = numpy.intersect1d(holding, passed, assume_unique=True)
     return set(holding.tolist())
+
+
+def may_hold_phrases(
+    index: VectorIndex, docnums: numpy.ndarray, phrases: Sequence[PhraseCheck]
+) -> numpy.ndarray:
+    """Which of ``docnums`` (sorted) may hold every phrase, by the ``text`` pair filters
+    alone: all that do, and a few percent of the others. Alternatives in other fields
+    (``intitle:``) are not filtered and keep every document."""
+    keep = numpy.ones(len(docnums), dtype=bool)
+    for check in phrases:
+        passed = numpy.zeros(len(docnums), dtype=bool)
+        for field, sequence in check.alternatives:
+            if field != TEXT_FIELD:
+                passed[:] = True
+                break
+            passed |= index.may_hold(list(sequence), docnums)
+        keep &= passed
+    return keep

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from whoosh import index as whoosh_index
 from whoosh.searching import Searcher as WhooshSearcher
 
@@ -45,7 +45,7 @@ from indexer import location
 from indexer.analysis import fold, words
 from indexer.columnread import column_array
 from indexer.location import IndexMissing
-from indexer.positions import verify_phrases
+from indexer.positions import may_hold_phrases, verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
 from indexer.schema import BOOST_FIELDS
@@ -361,13 +361,21 @@ class Searcher:
         """The searchable text of each page, from the store (the index keeps none)."""
         if not page_ids:
             return {}
-        body = func.substr(Page.body, 1, SNIPPET_SOURCE_CHARS).label("body")
-        query = select(Page.id, Page.state, Page.mime, body, Page.meta).where(Page.id.in_(page_ids))
         texts: dict[int, str] = {}
         with self._engine.connect() as connection:
-            for row in connection.execute(query):
+            for row in connection.execute(_TEXTS, {"ids": list(page_ids)}):
                 texts[row.id] = _searchable_text(row.state, row.mime, row.body, row.meta)
         return texts
+
+
+#: Built once: making the statement anew for each search cost more than running it.
+_TEXTS = select(
+    Page.id,
+    Page.state,
+    Page.mime,
+    func.substr(Page.body, 1, SNIPPET_SOURCE_CHARS).label("body"),
+    Page.meta,
+).where(Page.id.in_(bindparam("ids", expanding=True)))
 
 
 def _searchable_text(state: str, mime: str | None, body: str | None, meta: str | None) -> str:
@@ -406,11 +414,12 @@ def _vector_hits(
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits of an evaluated query; the count, and whether it is exact.
 
-    Phrases at the top of the query were matched as the AND of their words; their positions
-    are checked here, on the best candidates by score, a batch of :data:`PHRASE_BATCH` at a
-    time, until there are enough hits for the page asked for (or :data:`PHRASE_CANDIDATES`
-    were checked). When every candidate was checked the count is exact; otherwise it is the
-    number of candidates times the share that held the phrase.
+    Phrases at the top of the query were matched as the AND of their words. Every such match
+    is first tested against the pair filters (:func:`may_hold_phrases`: no positions read);
+    positions are then checked on the best survivors by score, a batch of
+    :data:`PHRASE_BATCH` at a time, until there are enough hits for the page asked for (or
+    :data:`PHRASE_CANDIDATES` were checked). When every survivor was checked the count is
+    exact; otherwise it is the number of matches times the share that held the phrase.
 
     Words so common that a fifth of all pages hold them all ("of the", "is a") take their
     candidates from the first :data:`PHRASE_SAMPLE` in index order instead: ranking every
@@ -420,9 +429,11 @@ def _vector_hits(
     window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
     if not compiled.phrases:
         return top(matches, window), len(matches), True
-    pool = matches
+    sample = matches
     if len(matches) > PHRASE_SAMPLE_SHARE * index.documents:
-        pool = DocSet(matches.ids[:PHRASE_SAMPLE], matches.scores[:PHRASE_SAMPLE])
+        sample = DocSet(matches.ids[:PHRASE_SAMPLE], matches.scores[:PHRASE_SAMPLE])
+    likely = may_hold_phrases(index, sample.ids, compiled.phrases)
+    pool = DocSet(sample.ids[likely], sample.scores[likely])
     ranked = top(pool, min(len(pool), PHRASE_CANDIDATES))
     needed = wanted + PHRASE_MARGIN
     verified: list[tuple[int, float]] = []
@@ -432,9 +443,10 @@ def _vector_hits(
         checked += len(batch)
         holding = verify_phrases(index, sorted(docnum for docnum, _ in batch), compiled.phrases)
         verified.extend(pair for pair in batch if pair[0] in holding)
-    if checked == len(matches):
+    if checked == len(pool) and len(sample) == len(matches):
         return verified, len(verified), True
-    return verified, max(len(verified), round(len(matches) * len(verified) / checked)), False
+    share = len(verified) / checked * len(pool) / len(sample) if checked else 0.0
+    return verified, max(len(verified), round(len(matches) * share)), False
 
 
 def _boost_scores(

@@ -26,6 +26,7 @@ from typing import Any
 import numpy
 from whoosh import columns, fields, formats
 
+from indexer import pairfilter
 from indexer.analysis import Analyzed, term_maker
 from indexer.sizefilter import UNKNOWN_SIZE
 
@@ -109,24 +110,31 @@ TEXT_FIELD = "text"
 BOOST_FIELDS: dict[str, float] = {"title": 2.0, "anchors": 1.5, "headings": 0.5}
 
 #: Where the positions of ``text`` live: not in its postings but in one compressed value per
-#: document (``encode_positions``). Whoosh keeps a posting's positions inside the posting
+#: document (:func:`text_columns`). Whoosh keeps a posting's positions inside the posting
 #: block, so every block a search decodes carried them: for a common word, decoding its
 #: postings was ten times slower than it needs to be, while positions are only wanted for the
 #: few candidates of a phrase query, one document at a time.
 POSITIONS_COLUMN = "textpos"
+#: And which pairs of terms stand side by side in it: a Bloom filter that rules out most
+#: documents a phrase query would otherwise decode positions for (:mod:`indexer.pairfilter`).
+PAIRS_COLUMN = "textpairs"
 
 
 _POSITIONS_HEADER = struct.Struct("<IIB")  # term count, position count, has secondary
 
 
-def encode_positions(positions: dict[str, list[int]]) -> bytes:
-    """A document's term positions as: its distinct terms, then the term number at each
-    position (-1 for none), as machine integers, compressed. Chinese, Japanese and Korean
-    text puts two terms (character and bigram) at one position; the second goes in a second
-    array. Decoding is a split and two ``frombuffer`` calls (:class:`DocumentPositions`)."""
+def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
+    """A document's ``text`` positions as its :data:`POSITIONS_COLUMN` and
+    :data:`PAIRS_COLUMN` values.
+
+    Positions are: the document's distinct terms, then the term number at each position (-1
+    for none), as machine integers, compressed. Chinese, Japanese and Korean text puts two
+    terms (character and bigram) at one position; the second goes in a second array.
+    Decoding is a split and two ``frombuffer`` calls (:class:`DocumentPositions`).
+    """
     terms = list(positions)
     if not terms:
-        return b""
+        return {POSITIONS_COLUMN: b"", PAIRS_COLUMN: pairfilter.NOTHING}
     lengths = [len(positions[term]) for term in terms]
     where = numpy.fromiter(
         itertools.chain.from_iterable(positions.values()), dtype=numpy.int64, count=sum(lengths)
@@ -150,7 +158,10 @@ def encode_positions(positions: dict[str, list[int]]) -> bytes:
     if has_secondary:
         parts.append(secondary.tobytes())
     header_and_terms = parts[0] + struct.pack("<I", len(parts[1])) + parts[1]
-    return zlib.compress(header_and_terms + b"".join(parts[2:]), 1)
+    return {
+        POSITIONS_COLUMN: zlib.compress(header_and_terms + b"".join(parts[2:]), 1),
+        PAIRS_COLUMN: pairfilter.encode(terms, primary, secondary if has_secondary else None),
+    }
 
 
 class DocumentPositions:
@@ -261,4 +272,7 @@ def build_schema() -> fields.Schema:
         sizes=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_SIZE)),
         # Word positions of ``text``, per document (see POSITIONS_COLUMN).
         textpos=fields.COLUMN(columns.VarBytesColumn()),
+        textpairs=fields.COLUMN(
+            columns.FixedBytesColumn(pairfilter.FILTER_BYTES, default=pairfilter.UNKNOWN)
+        ),
     )

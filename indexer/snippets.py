@@ -112,6 +112,7 @@ def _ascii_matches(
 ) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = []
     for head in heads(terms):
+        taken = 0
         at = lowered.find(head)
         while at != -1:
             if at and lowered[at - 1].isalnum():  # inside a word: not its beginning
@@ -122,6 +123,9 @@ def _ascii_matches(
             term = term_of(lowered[at:end])
             if term in terms:
                 found.append((at, end, term))
+                taken += 1
+                if taken == MAX_MATCHES:  # this head's later words cannot be among the first
+                    break
             at = lowered.find(head, end)
     found.sort()
     return found[:MAX_MATCHES]

@@ -15,7 +15,8 @@ Scores are Whoosh's BM25F to the last bit (same idf, same average lengths, same 
 tested against Whoosh on the same index), so ranking does not depend on which path ran.
 Phrases are the AND of their words here, with positions checked on the surviving documents
 (:meth:`VectorIndex.holding`): for ``text`` from the per-document positions column
-(:data:`~indexer.schema.POSITIONS_COLUMN`), for the small positional fields from the posting
+(:data:`~indexer.schema.POSITIONS_COLUMN`) of the documents its pair filter
+(:mod:`indexer.pairfilter`) does not rule out, for the small positional fields from the posting
 blocks that hold the candidates. A Whoosh node the evaluator does not know raises
 :class:`Unsupported`: a programming error, since it evaluates what :mod:`indexer.querylang`
 compiles.
@@ -36,8 +37,9 @@ from whoosh import query as wq
 from whoosh.codec import whoosh3
 from whoosh.matching import wrappers
 
+from indexer import pairfilter
 from indexer.require import Require
-from indexer.schema import POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
+from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
 from indexer.sizefilter import SizeRange
 from indexer.weighting import field_lengths
 
@@ -96,6 +98,7 @@ class VectorIndex:
         self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
         self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
         self._position_columns: dict[int, Any] = {}
+        self._pair_columns: dict[int, Any] = {}
         self._live: numpy.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -186,6 +189,7 @@ class VectorIndex:
         if len(candidates) == 0:
             return candidates
         if fieldname == TEXT_FIELD and POSITIONS_COLUMN in self.reader.schema:
+            candidates = candidates[self.may_hold(list(sequence), candidates)]
             return self._holding_by_document(list(sequence), candidates)
         decode = self.reader.schema[fieldname].format.decode_positions
         found: list[numpy.ndarray] = []
@@ -211,6 +215,24 @@ class VectorIndex:
                     keep.append(docnum)
             found.append(numpy.asarray(keep, dtype=numpy.int64) + offset)
         return numpy.concatenate(found) if found else numpy.empty(0, dtype=numpy.int64)
+
+    def may_hold(self, sequence: list[str], docnums: numpy.ndarray) -> numpy.ndarray:
+        """Which of ``docnums`` (sorted) may hold the ``text`` terms of ``sequence`` at
+        consecutive positions: all that do, and a few percent of the others
+        (:mod:`indexer.pairfilter`), without decoding any positions."""
+        result = numpy.ones(len(docnums), dtype=bool)
+        for leaf, offset in self._leaves:
+            count = leaf.doc_count_all()
+            inside = (docnums >= offset) & (docnums < offset + count)
+            if not inside.any() or not leaf.has_column(PAIRS_COLUMN):
+                continue
+            column = self._pair_columns.get(offset)
+            if column is None:
+                column = self._pair_columns[offset] = leaf.column_reader(
+                    PAIRS_COLUMN, translate=False
+                )
+            result[inside] = pairfilter.may_hold(column, docnums[inside] - offset, sequence)
+        return result
 
     def _holding_by_document(self, sequence: list[str], candidates: numpy.ndarray) -> numpy.ndarray:
         keep = []

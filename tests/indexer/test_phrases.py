@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hypothesis
+import numpy
 import pytest
 from hypothesis import strategies as st
 from whoosh import index as whoosh_index
@@ -11,6 +12,7 @@ from whoosh import scoring
 from whoosh.matching import ListMatcher
 from whoosh.matching.wrappers import RequireMatcher
 
+from indexer import pairfilter
 from indexer import query as query_module
 from indexer.require import _FixedRequireMatcher
 from indexer.weighting import BM25F
@@ -49,7 +51,9 @@ def test_few_candidates_are_all_checked_and_counted_exactly(phrase_store: Store)
 def test_many_candidates_check_the_best_and_estimate_the_count(
     phrase_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(query_module, "PHRASE_CANDIDATES", 60)
+    # Of the 120 pages with both words, the pair filters leave the 40 holders (and perhaps a
+    # stray one): checking 20 of them estimates the count.
+    monkeypatch.setattr(query_module, "PHRASE_CANDIDATES", 20)
     monkeypatch.setattr(query_module, "PHRASE_SAMPLE_SHARE", 2.0)  # never sample
     with phrase_store.searcher() as searcher:
         results = searcher.search('"alpha beta"', page_size=100)
@@ -73,12 +77,16 @@ def test_very_common_words_are_checked_on_a_sample(
         assert all(hit.score > 0 for hit in results.hits)
 
 
-def test_enough_hits_for_the_page_end_the_checking(phrase_store: Store) -> None:
+def test_enough_hits_for_the_page_end_the_checking(
+    phrase_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(query_module, "PHRASE_BATCH", 10)
     with phrase_store.searcher() as searcher:
         results = searcher.search('"alpha beta"', page_size=5)
         assert len(results.hits) == 5
         assert {hit.url for hit in results.hits} <= holders()
-        assert not results.exact  # 50 candidates checked of 120: the count is estimated
+        # 30 checked (page and margin) of the 40 the filters left: the count is estimated
+        assert not results.exact
         assert 20 <= results.total <= 60
 
 
@@ -126,10 +134,10 @@ def test_require_survives_a_quality_skip_that_stays_put() -> None:
 
 def test_document_positions_round_trip_including_cjk_pairs() -> None:
     from indexer.analysis import term_maker
-    from indexer.schema import DocumentPositions, encode_positions
+    from indexer.schema import POSITIONS_COLUMN, DocumentPositions, text_columns
 
     found, _ = term_maker("en").positions("The cat saw the other cat. 東京都 the end")
-    decoded = DocumentPositions(encode_positions(found))
+    decoded = DocumentPositions(text_columns(found)[POSITIONS_COLUMN])
     for term, positions in found.items():
         assert decoded.of(term).tolist() == positions, term
     assert decoded.of("absent").tolist() == []
@@ -149,13 +157,18 @@ _PHRASE_WORDS = ["the", "cat", "sat", "on", "mat", "東京", "都", "a"]
     ),
 )
 def test_holds_finds_exactly_the_consecutive_occurrences(text: str, sequence: list[str]) -> None:
+    """And the pair filter never rules out a document that holds the sequence."""
     from indexer.analysis import term_maker
-    from indexer.schema import DocumentPositions, encode_positions
+    from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, DocumentPositions, text_columns
 
     found, _ = term_maker(None).positions(text)
-    decoded = DocumentPositions(encode_positions(found)) if found else DocumentPositions(b"")
+    columns = text_columns(found)
+    decoded = DocumentPositions(columns[POSITIONS_COLUMN])
     at = {term: set(positions) for term, positions in found.items()}
     starts = at.get(sequence[0], set())
     for shift, term in enumerate(sequence[1:], 1):
         starts = {start for start in starts if start + shift in at.get(term, set())}
     assert decoded.holds(sequence) == bool(starts)
+    if starts:
+        filters = numpy.frombuffer(columns[PAIRS_COLUMN], dtype=numpy.uint8).reshape(1, -1)
+        assert pairfilter.filters_hold(filters, numpy.array([0]), sequence).all()
