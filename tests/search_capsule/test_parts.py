@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from search_capsule import paths
 from search_capsule.cache import TTLCache
@@ -126,6 +128,16 @@ def test_lines_never_let_foreign_text_become_markup():
     assert len(doc.headings) == 1
     assert page.endswith("after\n")
     assert page.count("\n") == 13  # 7 lines, a 5-line block, "after"
+
+
+@hypothesis.given(
+    st.text(alphabet=st.sampled_from("ab é\t\n\r\x00\x1f\x7f\x85\xa0\u2028\u2029\u3000\u200b·"))
+)
+def test_clean_takes_its_shortcut_only_where_the_substitution_would_change_nothing(
+    value: str,
+) -> None:
+    assert lines.clean(value) == lines._BREAKS.sub(" ", value).strip()
+    assert "\n" not in lines.clean(value)
 
 
 def test_human_sizes_and_dates():
