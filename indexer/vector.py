@@ -27,8 +27,10 @@ a block's data is a pickled (document-number deltas, weights, values) tuple.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ import numpy
 from whoosh import query as wq
 from whoosh.codec import whoosh3
 from whoosh.matching import wrappers
+from whoosh.reading import TermNotFound
 
 from indexer import pairfilter
 from indexer.require import Require
@@ -88,7 +91,7 @@ class VectorIndex:
         self._leaves: list[tuple[Any, int]] = (
             [(self.reader, 0)] if self.reader.is_atomic() else list(self.reader.leaf_readers())
         )
-        self._cache: OrderedDict[tuple[str, bytes, bool], DocSet] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], DocSet] = OrderedDict()
         self._cached_entries = 0
         self._cache_limit = cache_entries
         self._lengths: dict[str, numpy.ndarray] = {}
@@ -136,6 +139,8 @@ class VectorIndex:
             assert result is not None
             return _boosted(result, query.boost)
         if isinstance(query, wq.Or):
+            if all(type(sub) is wq.Term for sub in query.subqueries):
+                return _boosted(self._forms(query.subqueries), query.boost)
             parts = [self.evaluate(sub, within) for sub in query.subqueries]
             return _boosted(_union(parts, self.documents), query.boost)
         if isinstance(query, wq.Not):
@@ -333,29 +338,52 @@ class VectorIndex:
         field = self.reader.schema[fieldname]
         btext = text if isinstance(text, bytes) else field.to_bytes(text)
         scored = bool(field.scorable)
-        key = (fieldname, btext, scored)
+        loaded = self._cached((fieldname, btext, scored), self._load, fieldname, btext, scored)
+        return _boosted(loaded, boost)
+
+    def _forms(self, terms: list[wq.Term]) -> DocSet:
+        """The union of a word's forms (its stem in each language, as the query compiler
+        writes a word): cached like a term, since every query with the word needs it and
+        adding up a common word's forms costs more than looking up each of them."""
+        key = tuple((term.fieldname, term.text, term.boost) for term in terms)
+
+        def union() -> DocSet:
+            parts = [self._term(term.fieldname, term.text, term.boost) for term in terms]
+            return _union(parts, self.documents)
+
+        return self._cached(key, union)
+
+    def _cached(self, key: tuple[Any, ...], make: Callable[..., DocSet], *args: Any) -> DocSet:
+        """The posting cache: least recently used entries dropped first, counted in entries."""
         with self._lock:
-            cached = self._cache.get(key)
-            if cached is not None:
+            found = self._cache.get(key)
+            if found is not None:
                 self._cache.move_to_end(key)
-        if cached is None:
-            cached = self._load(fieldname, btext, scored)
-            with self._lock:
-                self._cache[key] = cached
-                self._cached_entries += len(cached)
-                while self._cached_entries > self._cache_limit and len(self._cache) > 1:
-                    _, dropped = self._cache.popitem(last=False)
-                    self._cached_entries -= len(dropped)
-        return _boosted(cached, boost)
+                return found
+        found = make(*args)
+        with self._lock:
+            self._cache[key] = found
+            self._cached_entries += len(found)
+            while self._cached_entries > self._cache_limit and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                self._cached_entries -= len(dropped)
+        return found
 
     def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:
+        """A term's postings over all segments, scored. Each segment's term table is read
+        once (Whoosh's own calls would read it five times: membership, postings, and the
+        document frequency behind the idf)."""
         id_parts: list[numpy.ndarray] = []
         weight_parts: list[numpy.ndarray] = []
         directories: dict[int, _Directory] = {}
+        frequency = 0
         for leaf, offset in self._leaves:
-            if (fieldname, btext) not in leaf:
+            try:
+                info = leaf.term_info(fieldname, btext)
+            except TermNotFound:
                 continue
-            ids, weights, directory = _decode_postings(leaf, fieldname, btext)
+            frequency += info.doc_frequency()
+            ids, weights, directory = _decode_postings(leaf, fieldname, btext, info)
             if directory is not None:
                 directories[offset] = directory
             if leaf.has_deletions():
@@ -372,16 +400,18 @@ class VectorIndex:
         weights = numpy.concatenate(weight_parts)
         if not scored:
             return DocSet(ids, numpy.zeros(len(ids)))
-        return DocSet(ids, self._bm25(fieldname, btext, weights, ids))
+        return DocSet(ids, self._bm25(fieldname, frequency, weights, ids))
 
     def _bm25(
-        self, fieldname: str, btext: bytes, tf: numpy.ndarray, ids: numpy.ndarray
+        self, fieldname: str, frequency: int, tf: numpy.ndarray, ids: numpy.ndarray
     ) -> numpy.ndarray:
-        """Whoosh's BM25FScorer, vectorized: same idf, average length and formula."""
+        """Whoosh's BM25FScorer, vectorized: same idf (Whoosh's formula, from the document
+        frequency summed over the segments as its multi-segment reader sums it), average
+        length and formula."""
         weighting = self.weighting
         b = weighting._field_B.get(fieldname, weighting.B)
         k1 = weighting.K1
-        idf = self.searcher.idf(fieldname, btext)  # bytes, as Whoosh's own scorers ask
+        idf = math.log(self.documents / (frequency + 1)) + 1
         average = self.searcher.avg_field_length(fieldname) or 1
         lengths = self._field_lengths(fieldname)[ids]
         return idf * ((tf * (k1 + 1)) / (tf + k1 * ((1 - b) + b * lengths / average)))
@@ -408,10 +438,11 @@ class _Directory:
 
 
 def _decode_postings(
-    leaf: Any, fieldname: str, btext: bytes
+    leaf: Any, fieldname: str, btext: bytes, info: Any
 ) -> tuple[numpy.ndarray, numpy.ndarray, _Directory | None]:
-    """One segment's postings for a term, read block by block from the W3 posting file."""
-    matcher = _leaf_matcher(leaf, fieldname, btext)
+    """One segment's postings for a term (``info``: its entry in the segment's term table),
+    read block by block from the W3 posting file."""
+    matcher = _leaf_matcher(leaf, fieldname, btext, info)
     if not isinstance(matcher, whoosh3.W3LeafMatcher):
         ids = numpy.fromiter(matcher.all_ids(), dtype=numpy.int64)
         return ids, numpy.ones(len(ids)), None
@@ -449,7 +480,13 @@ def _has_phrase(query: Any) -> bool:
     return any(_has_phrase(sub) for sub in getattr(query, "subqueries", ()))
 
 
-def _leaf_matcher(leaf: Any, fieldname: str, btext: bytes) -> Any:
+def _leaf_matcher(leaf: Any, fieldname: str, btext: bytes, info: Any = None) -> Any:
+    """The segment's own posting matcher for a term, from its term-table entry when the
+    caller has read it already."""
+    terms = getattr(leaf, "_terms", None)
+    if info is not None and isinstance(terms, whoosh3.W3TermsReader):
+        format_ = leaf.schema[fieldname].format
+        return terms._codec.postings_reader(terms._postfile, info, format_, term=(fieldname, btext))
     matcher = leaf.postings(fieldname, btext)
     while isinstance(matcher, wrappers.FilterMatcher | wrappers.WrappingMatcher):
         matcher = matcher.child  # deletions are applied by the callers

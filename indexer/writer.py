@@ -2,8 +2,7 @@
 
 Whoosh turns every (term, document) pair into a posting and spends most of an index build on
 them (about 440 per page here). Profiling a 3,000-page build showed three costs that do not
-depend on what is indexed, and this writer removes them without changing a byte of what is
-written:
+depend on what is indexed, and this writer removes them:
 
 * **Field-length lookups.** While writing postings, Whoosh asks the per-document reader for the
   length of the posting's field in its document, once per posting, through a column reader
@@ -13,6 +12,12 @@ written:
   arithmetic operations per posting), keeps a five-tuple per posting and sorts them all at the
   end. :class:`_Pool` groups postings by term as they arrive (see there).
 
+It also writes posting blocks for the way searches read them: whole posting lists decoded
+into numpy arrays (:mod:`indexer.vector`), not skipped through posting by posting. A block
+holds 1,024 postings instead of 128, and its document-number deltas and weights are machine
+arrays pickled in the current protocol instead of tuples of Python numbers in protocol 2, so
+numpy reads them in place. Whoosh's own reader reads these blocks as it reads its own.
+
 (Whoosh's codec option to store short posting lists inline in the term table, ``inlinelimit``
 above 1, would save more, but it fails in whoosh-reloaded 2.7.5: ``W3TermInfo`` has no
 ``set_inline``.)
@@ -20,12 +25,16 @@ above 1, would save more, but it fails in whoosh-reloaded 2.7.5: ``W3TermInfo`` 
 
 from __future__ import annotations
 
+import itertools
+import operator
+import pickle
+import zlib
 from array import array
 from collections.abc import Iterator
 from typing import Any
 
 from whoosh.codec import whoosh3
-from whoosh.util.numeric import byte_to_length
+from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import PostingPool, SegmentWriter
 
 #: zlib level for posting blocks; 0 stores them uncompressed. Whoosh keeps a block's document
@@ -34,6 +43,10 @@ from whoosh.writing import PostingPool, SegmentWriter
 #: block for "the"). Measured on 20,000 pages: level 0 gives builds 23% faster than Whoosh's
 #: level 3 and query p99 30% lower, for an index twice the size (about 21 KB per page).
 COMPRESSION = 0
+#: Postings per block (Whoosh writes 128). Searches decode a term's whole posting list into
+#: numpy arrays (:mod:`indexer.vector`) rather than skipping through it, and each block costs
+#: them a seek, an unpickling and two array conversions on top of its postings.
+BLOCK_POSTINGS = 1024
 #: Bytes a pooled posting takes in memory, measured with tracemalloc on the benchmark's
 #: documents; turns ``limitmb`` into a posting count.
 POSTING_BYTES = 80
@@ -61,6 +74,65 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
             if length > self._maxlength:
                 self._maxlength = length
 
+    def _write_block(self, last: bool = False) -> None:
+        """Whoosh's block layout (length, pickled block info, pickled data), with the data
+        pickled in the current protocol rather than protocol 2: under protocol 2 a machine
+        array pickles as a list of Python numbers and bytes as a latin-1 string."""
+        if not self._blockcount:
+            self._postfile.write(whoosh3.WHOOSH3_HEADER_MAGIC)
+        self._terminfo.add_block(self)
+        data = pickle.dumps(
+            (self._mini_ids(), self._mini_weights(), self._mini_values()),
+            pickle.HIGHEST_PROTOCOL,
+        )
+        if self._compression:
+            data = zlib.compress(data, self._compression)
+        ids = self._ids
+        info = pickle.dumps(
+            (
+                len(ids),
+                ids[-1],
+                self._maxweight,
+                self._compression,
+                length_to_byte(self._minlength),
+                length_to_byte(self._maxlength),
+            ),
+            2,
+        )
+        length = len(info) + len(data)
+        self._postfile.write_int(-length if last else length)  # negative: the last block
+        self._postfile.write(info)
+        self._postfile.write(data)
+        self._blockcount += 1
+        self._new_block()
+
+    def _mini_ids(self) -> array:
+        """Document-number deltas as a machine array of the narrowest type that holds them.
+
+        Whoosh pickles a tuple of Python ints, which unpickles one int object at a time and
+        is then copied into numpy element by element: most of what decoding a block cost a
+        search (:func:`indexer.vector._decode_postings`). An array unpickles as one copy of
+        its bytes and numpy reads it in place; Whoosh's own reader iterates it like the
+        tuple.
+        """
+        ids = self._ids
+        deltas = array("I", map(operator.sub, ids, itertools.chain((0,), ids)))
+        widest = max(deltas)
+        if widest < 1 << 8:
+            return array("B", deltas)
+        if widest < 1 << 16:
+            return array("H", deltas)
+        return deltas
+
+    def _mini_weights(self) -> array | float | None:
+        """The weights (term frequencies) as the machine array they are kept in, for the same
+        reason; a block of equal weights stays one number, as Whoosh writes it."""
+        weights = self._weights
+        first = weights[0]
+        if all(weight == first for weight in weights):
+            return None if first == 1.0 else first
+        return weights
+
 
 class _Codec(whoosh3.W3Codec):
     def postings_writer(self, dbfile: Any, byteids: bool = False) -> Any:
@@ -75,7 +147,7 @@ class _Codec(whoosh3.W3Codec):
 
 
 def codec() -> whoosh3.W3Codec:
-    return _Codec(compression=COMPRESSION)
+    return _Codec(blocklimit=BLOCK_POSTINGS, compression=COMPRESSION)
 
 
 _Postings = tuple[array, array, list]  # docnums ("I"), weights ("f"), encoded values
