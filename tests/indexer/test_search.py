@@ -238,3 +238,15 @@ def test_a_huge_page_gets_its_snippet_from_its_opening(store: Store) -> None:
         assert len(searcher._texts([big])[big]) <= SNIPPET_SOURCE_CHARS  # not 8 MiB
     assert f"{MARK_START}zeppelin{MARK_END} hangar opens" in hits["gemini://big.example/"].snippet
     assert "small town" in hits["gemini://small.example/"].snippet
+
+
+def test_hosts_are_shown_as_people_write_them() -> None:
+    from indexer.query import _display_host
+
+    assert _display_host("gemini://a.example:1966/x", "a.example:1966") == "a.example:1966"
+    assert _display_host("gemini://[::1]:1966/", "[::1]:1966") == "[::1]:1966"
+    idn = "gemini://xn--bcher-kva.example:1970/"
+    assert _display_host(idn, "xn--bcher-kva.example:1970") == "bücher.example:1970"
+    assert _display_host("gemini://xn--bcher-kva.example/", "xn--bcher-kva.example") == (
+        "bücher.example"
+    )
