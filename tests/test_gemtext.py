@@ -1,6 +1,7 @@
 """sextant.gemtext: every line type, malformed input, feeds, and hypothesis properties."""
 
 import datetime
+import gc
 import time
 
 import pytest
@@ -283,16 +284,29 @@ def test_parsing_time_grows_linearly_with_page_size():
     speed is measured by bench/bench_gemtext.py, not asserted under a busy CI."""
     block = "# H\npara text here\n=> gemini://x.example/a/b Label\n* item\n> quote\n```\npre\n```\n"
     page = block * (1024 * 1024 // len(block))
-    one = min(_timed(gemtext.parse, page) for _ in range(3))
-    four = min(_timed(gemtext.parse, page * 4) for _ in range(3))
+    # Interleaved, so that both sizes meet the same load from other tests; the best of
+    # each. Linear growth is 4x, quadratic 16x; a loaded CI machine once measured 9.5x
+    # with the two sizes timed one after the other.
+    ones, fours = [], []
+    for _ in range(3):
+        ones.append(_timed(gemtext.parse, page))
+        fours.append(_timed(gemtext.parse, page * 4))
+    one, four = min(ones), min(fours)
     assert one < 1.0
-    assert four < 8 * one, (one, four)
+    assert four < 10 * one, (one, four)
 
 
 def _timed(fn, arg):
-    start = time.perf_counter()
-    fn(arg)
-    return time.perf_counter() - start
+    """Seconds for ``fn(arg)``, without the cyclic garbage collector, whose passes grow
+    with everything alive in the test process rather than with the parse."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        fn(arg)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
 
 
 # --- feeds (gemsub) -------------------------------------------------------------------
