@@ -82,7 +82,14 @@ def may_hold(reader: Any, rows: numpy.ndarray, sequence: Sequence[str]) -> numpy
     if len(sequence) < 2 or len(rows) == 0:
         return result
     stored = rows < reader._count  # the rest have the default filter, which rules out nothing
-    result[stored] = filters_hold(_filters(reader), rows[stored], sequence)
+    wanted = rows[stored]
+    buffer = getattr(reader._dbfile, "_buf", None)
+    if buffer is not None:
+        result[stored] = filters_hold(_mapped(reader, buffer), wanted, sequence)
+    else:  # a segment Whoosh did not map: read just these documents' filters
+        table = numpy.frombuffer(b"".join(reader[int(row)] for row in wanted), dtype=numpy.uint8)
+        table = table.reshape(len(wanted), FILTER_BYTES)
+        result[stored] = filters_hold(table, numpy.arange(len(wanted)), sequence)
     return result
 
 
@@ -100,14 +107,11 @@ def filters_hold(
     return numpy.all(found != 0, axis=1)
 
 
-def _filters(reader: Any) -> numpy.ndarray:
+def _mapped(reader: Any, buffer: Any) -> numpy.ndarray:
     """The stored filters as one ``(documents, FILTER_BYTES)`` array over the segment file
     Whoosh mapped (no copy). A view like this keeps the mapping from closing, so it is made
     for each check and dropped with it, never kept."""
-    size = reader._count * FILTER_BYTES
-    buffer = getattr(reader._dbfile, "_buf", None)
-    if buffer is not None:
-        raw = numpy.frombuffer(buffer, dtype=numpy.uint8, count=size, offset=reader._basepos)
-    else:  # a segment Whoosh did not map: read the column
-        raw = numpy.frombuffer(reader._dbfile.get(reader._basepos, size), dtype=numpy.uint8)
+    raw = numpy.frombuffer(
+        buffer, dtype=numpy.uint8, count=reader._count * FILTER_BYTES, offset=reader._basepos
+    )
     return raw.reshape(reader._count, FILTER_BYTES)

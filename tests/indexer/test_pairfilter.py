@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import random
 
 import numpy
@@ -59,3 +60,29 @@ def test_the_index_filters_rule_out_pages_with_the_words_apart(store: Store) -> 
         kept = everything[snapshot.vector.may_hold(["alpha", "beta"], everything)]
         urls = {snapshot.searcher.stored_fields(int(docnum))["url"] for docnum in kept}
     assert urls == {"gemini://p.example/next.gmi"}
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_segment_column_is_read_mapped_or_not(mapped: bool) -> None:
+    """Whoosh maps segment files where it can; where it cannot, only the candidates'
+    filters are read. Both give the same answers, and documents past the stored ones
+    (the column's default) are never ruled out."""
+    from whoosh.columns import FixedBytesColumn
+    from whoosh.filedb.structfile import BufferFile, StructFile
+
+    texts = ["alpha beta gamma", "beta alpha", "gamma alpha beta"]
+    column = FixedBytesColumn(pairfilter.FILTER_BYTES, default=pairfilter.UNKNOWN)
+    sink = io.BytesIO()
+    writer = column.writer(StructFile(sink))
+    for docnum, row in enumerate(_filters(texts)):
+        writer.add(docnum, row.tobytes())
+    data = sink.getvalue()
+    dbfile = BufferFile(memoryview(data)) if mapped else StructFile(io.BytesIO(data))
+    reader = column.reader(dbfile, 0, len(data), len(texts) + 1)
+    rows = numpy.arange(len(texts) + 1)
+    assert pairfilter.may_hold(reader, rows, ["alpha", "beta"]).tolist() == [
+        True,
+        False,
+        True,
+        True,
+    ]
