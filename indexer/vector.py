@@ -100,8 +100,7 @@ class VectorIndex:
         self._directories: dict[tuple[str, bytes], dict[int, _Directory]] = {}
         self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
         self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
-        self._position_columns: dict[int, Any] = {}
-        self._pair_columns: dict[int, Any] = {}
+        self._columns: dict[tuple[str, int], Any] = {}
         self._live: numpy.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -231,11 +230,7 @@ class VectorIndex:
             inside = (docnums >= offset) & (docnums < offset + count)
             if not inside.any() or not leaf.has_column(PAIRS_COLUMN):
                 continue
-            column = self._pair_columns.get(offset)
-            if column is None:
-                column = self._pair_columns[offset] = leaf.column_reader(
-                    PAIRS_COLUMN, translate=False
-                )
+            column = self._column(leaf, offset, PAIRS_COLUMN)
             result[inside] = pairfilter.may_hold(column, docnums[inside] - offset, sequence)
         return result
 
@@ -256,15 +251,19 @@ class VectorIndex:
             leaf, offset = self._leaves[index]
             if docnum >= offset:
                 break
-        column = self._position_columns.get(offset)
-        if column is None:
-            column = self._position_columns[offset] = leaf.column_reader(POSITIONS_COLUMN)
-        decoded = DocumentPositions(column[docnum - offset])
+        decoded = DocumentPositions(self._column(leaf, offset, POSITIONS_COLUMN)[docnum - offset])
         with self._lock:
             self._positions[docnum] = decoded
             if len(self._positions) > POSITION_CACHE:
                 self._positions.popitem(last=False)
         return decoded
+
+    def _column(self, leaf: Any, offset: int, name: str) -> Any:
+        """A segment's column reader, untranslated (the stored bytes), opened once."""
+        column = self._columns.get((name, offset))
+        if column is None:
+            column = self._columns[(name, offset)] = leaf.column_reader(name, translate=False)
+        return column
 
     def _block_values(
         self, leaf: Any, offset: int, fieldname: str, btext: bytes, wanted: numpy.ndarray
@@ -344,14 +343,14 @@ class VectorIndex:
     def _forms(self, terms: list[wq.Term]) -> DocSet:
         """The union of a word's forms (its stem in each language, as the query compiler
         writes a word): cached like a term, since every query with the word needs it and
-        adding up a common word's forms costs more than looking up each of them."""
+        adding up a common word's forms costs more than looking up each of them. A word
+        found in one form only is that form's cached postings, not a second copy."""
+        parts = [self._term(term.fieldname, term.text, term.boost) for term in terms]
+        present = [part for part in parts if len(part)]
+        if len(present) <= 1:
+            return present[0] if present else EMPTY
         key = tuple((term.fieldname, term.text, term.boost) for term in terms)
-
-        def union() -> DocSet:
-            parts = [self._term(term.fieldname, term.text, term.boost) for term in terms]
-            return _union(parts, self.documents)
-
-        return self._cached(key, union)
+        return self._cached(key, _union, present, self.documents)
 
     def _cached(self, key: tuple[Any, ...], make: Callable[..., DocSet], *args: Any) -> DocSet:
         """The posting cache: least recently used entries dropped first, counted in entries."""
