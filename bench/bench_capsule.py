@@ -261,12 +261,14 @@ def _load(port: int, paths: list[str], concurrency: int) -> dict[str, Any]:
             try:
                 status = _fetch(port, path, context)
             except (OSError, ValueError) as exc:  # ValueError: no status line came back
-                failures[type(exc).__name__] += 1
-                continue
-            if status != 20:
-                failures[f"status {status}"] += 1
-                continue
-            latencies.append(time.perf_counter() - started)
+                failure = type(exc).__name__
+            else:
+                if status == 20:
+                    latencies.append(time.perf_counter() - started)
+                    continue
+                failure = f"status {status}"
+            with taking:  # a Counter's += is a read and a write: not atomic across threads
+                failures[failure] += 1
 
     started = time.perf_counter()
     workers = [threading.Thread(target=worker) for _ in range(concurrency)]
