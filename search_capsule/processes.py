@@ -3,8 +3,9 @@
 A search is Python and numpy under the GIL: threads in one process take turns, so one
 process answers at most what one core can compute. Here the parent binds the listening
 sockets, forks ``count`` children that each run the whole capsule (its own searcher,
-caches and store connections) and accept from the same sockets — the kernel gives each
-connection to whichever child is waiting — and then only supervises:
+caches and store connections) and accept from the same sockets — a child with more open
+connections than a sibling leaves new ones to it (:mod:`sextant.loadshare`) — and then only
+supervises:
 
 * a child that dies (a crash, the OOM killer, ``kill -9``) is replaced, at most once a
   second, while the others keep answering;
@@ -30,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from sextant.errors import SextantError
+from sextant.loadshare import LoadShare
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ RESTART_DELAY = 1.0
 #: Seconds a child gets to finish after SIGTERM before it is killed.
 STOP_GRACE = 5.0
 
-ChildMain = Callable[[list[socket.socket]], None]
+ChildMain = Callable[[list[socket.socket], LoadShare], None]
 
 
 def default_process_count() -> int:
@@ -51,12 +53,22 @@ def default_process_count() -> int:
 
 
 class Supervisor:
-    """Runs ``count`` children of ``child_main`` on ``sockets`` until told to stop."""
+    """Runs ``count`` children of ``child_main`` on ``sockets`` until told to stop; ``share``
+    (one slot per child) is how they spread connections over themselves."""
 
-    def __init__(self, child_main: ChildMain, sockets: list[socket.socket], count: int) -> None:
+    def __init__(
+        self,
+        child_main: ChildMain,
+        sockets: list[socket.socket],
+        count: int,
+        share: LoadShare | None = None,
+    ) -> None:
         self._child_main = child_main
         self._sockets = sockets
         self._count = count
+        self._share = share or LoadShare(count)
+        if self._share.processes != count:
+            raise ValueError(f"the load share has {self._share.processes} slots, not {count}")
         self._context = multiprocessing.get_context("fork")
         self._children: dict[int, BaseProcess] = {}
         self._started_at: dict[int, float] = {}
@@ -89,7 +101,9 @@ class Supervisor:
 
     def _start(self, slot: int) -> None:
         child = self._context.Process(
-            target=_child, args=(self._child_main, self._sockets), name=f"capsule-{slot}"
+            target=_child,
+            args=(self._child_main, self._sockets, self._share, slot),
+            name=f"capsule-{slot}",
         )
         child.start()
         self._children[slot] = child
@@ -123,11 +137,14 @@ class Supervisor:
                 child.join()
 
 
-def _child(child_main: ChildMain, sockets: list[socket.socket]) -> None:
+def _child(
+    child_main: ChildMain, sockets: list[socket.socket], share: LoadShare, slot: int
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited
+    share.join(slot)
     try:
-        child_main(sockets)
+        child_main(sockets, share)
     except SextantError as exc:  # a message for people; the supervisor reports the exit
         log.error("%s", exc)
         raise SystemExit(1) from None

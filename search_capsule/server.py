@@ -27,6 +27,7 @@ from search_capsule.services import CapsuleLimits, Services, StoreReader
 from sextant.cli import run_async
 from sextant.config import Settings
 from sextant.errors import ConfigError
+from sextant.loadshare import LoadShare
 from sextant.server import ServerLimits, serve
 from sextant.store.migrate import open_store
 from sextant.tls import CertificateFacts, certificate_facts, ensure_certificate, server_context
@@ -111,11 +112,12 @@ async def run_capsule(
     hostnames: list[str] | None,
     limits: ServerLimits = SERVER_LIMITS,
     sockets: list[socket.socket] | None = None,
+    share: LoadShare | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until cancelled; ``task_status.started`` reports the bound port. With
-    ``sockets`` (bound by the caller, shared by several processes) ``host:port`` only
-    names them."""
+    ``sockets`` (bound by the caller, shared by several processes and spread over them by
+    ``share``) ``host:port`` only names them."""
     await serve(
         app,
         host=host,
@@ -124,6 +126,7 @@ async def run_capsule(
         hostnames=hostnames,
         limits=limits,
         sockets=sockets,
+        share=share,
         task_status=task_status,
     )
 
@@ -135,6 +138,7 @@ def serve_process(
     host: str,
     names: list[str],
     sockets: list[socket.socket],
+    share: LoadShare | None = None,
     stop_on: signal.Signals = signal.SIGTERM,
     ready: Callable[[], None] | None = None,
 ) -> None:
@@ -144,7 +148,7 @@ def serve_process(
     app = build_app(settings, limits)
     try:
         run_async(
-            partial(_serve_until, app, context, host, names, sockets, stop_on, ready),
+            partial(_serve_until, app, context, host, names, sockets, share, stop_on, ready),
             interrupted=STOPPED,
         )
     finally:
@@ -157,6 +161,7 @@ async def _serve_until(
     host: str,
     names: list[str],
     sockets: list[socket.socket],
+    share: LoadShare | None,
     stop_on: signal.Signals,
     ready: Callable[[], None] | None,
 ) -> None:
@@ -171,6 +176,7 @@ async def _serve_until(
                     ssl_context=context,
                     hostnames=names,
                     sockets=sockets,
+                    share=share,
                 )
             )
             if ready is not None:

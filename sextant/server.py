@@ -27,6 +27,7 @@ import trio
 
 from sextant import urls
 from sextant.errors import InvalidURL, MalformedRequest
+from sextant.loadshare import LoadShare
 from sextant.protocol import MAX_REQUEST_BYTES, ResponseHeader, Status, parse_request
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,27 @@ _MAX_DISCARD = 64 * 1024
 # Running out of file descriptors or memory is a reason to pause accepting, not to die.
 _ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _ACCEPT_RETRY_SECONDS = 0.1
+# accept() failing with these means the socket is closed; with these, only that one client
+# is lost (it reset, or a firewall refused it) and accepting goes on.
+_CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
+_IGNORED_ACCEPT_ERRNOS = {
+    getattr(errno, name)
+    for name in (
+        "ECONNABORTED",
+        "ECONNRESET",
+        "EPERM",
+        "EPROTO",
+        "ETIMEDOUT",
+        "ENETDOWN",
+        "ENETUNREACH",
+        "EHOSTDOWN",
+        "EHOSTUNREACH",
+        "ENONET",
+        "ENOPROTOOPT",
+        "EOPNOTSUPP",
+    )
+    if hasattr(errno, name)
+}
 
 # What a broken or hostile peer can make a connection raise. Each ends that connection only.
 _CONNECTION_ERRORS = (
@@ -182,16 +204,47 @@ class LingeringStream(trio.abc.HalfCloseableStream):
             await self._inner.aclose()
 
 
-class _LingeringListener(trio.abc.Listener[LingeringStream]):
-    def __init__(self, inner: trio.SocketListener, linger: float) -> None:
-        self._inner = inner
+class _Listener(trio.abc.Listener[LingeringStream]):
+    """Accepts from one listening socket, possibly shared with sibling server processes.
+
+    With a :class:`~sextant.loadshare.LoadShare`, a process busier than a sibling lets a
+    waiting connection go to that sibling first; so this waits for a pending connection,
+    then for its turn, and only then accepts (without blocking: the sibling may have taken
+    it meanwhile).
+    """
+
+    def __init__(self, listening: socket.socket, linger: float, share: LoadShare | None) -> None:
+        listening.setblocking(False)
+        self._socket = listening
         self._linger = linger
+        self._share = share
+
+    @property
+    def socket(self) -> socket.socket:
+        return self._socket
 
     async def accept(self) -> LingeringStream:
-        return LingeringStream(await self._inner.accept(), self._linger)
+        while True:
+            await trio.lowlevel.wait_readable(self._socket)
+            if self._share is not None:
+                await self._share.wait_turn()
+            try:
+                connection, _ = self._socket.accept()
+            except BlockingIOError:
+                continue  # another process took it
+            except OSError as exc:
+                if exc.errno in _CLOSED_ERRNOS:
+                    raise trio.ClosedResourceError("the listening socket was closed") from None
+                if exc.errno in _IGNORED_ACCEPT_ERRNOS:
+                    continue  # that client gave up (or was refused) before we got to it
+                raise
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(connection))
+            return LingeringStream(stream, self._linger)
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        trio.lowlevel.notify_closing(self._socket)
+        self._socket.close()
+        await trio.lowlevel.checkpoint()
 
 
 App = Callable[[Request], Awaitable[Response]]
@@ -234,6 +287,7 @@ async def serve_raw(
     ssl_context: ssl.SSLContext,
     limits: ServerLimits = ServerLimits(),
     sockets: list[socket.socket] | None = None,
+    share: LoadShare | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` and run ``handler`` for each, until cancelled.
@@ -242,24 +296,21 @@ async def serve_raw(
     returns, a stream it left open is closed *without* close_notify; a handler that wants a
     clean end calls ``await stream.aclose()`` itself. ``task_status.started`` reports the
     bound port (useful with ``port=0``). ``sockets`` (from :func:`bind_sockets`) are used
-    instead of binding ``host:port`` when given: the way server processes share a port.
+    instead of binding ``host:port`` when given: the way server processes share a port, and
+    ``share`` (when they do) spreads the connections evenly over them.
     """
     if sockets is None:
-        tcp_listeners = await trio.open_tcp_listeners(port, host=host)
-    else:
-        tcp_listeners = [
-            trio.SocketListener(trio.socket.from_stdlib_socket(listening)) for listening in sockets
-        ]
+        sockets = bind_sockets(host, port)
     listeners = [
-        trio.SSLListener(_LingeringListener(tcp, limits.close_linger), ssl_context)
-        for tcp in tcp_listeners
+        trio.SSLListener(_Listener(listening, limits.close_linger, share), ssl_context)
+        for listening in sockets
     ]
     limiter = trio.CapacityLimiter(limits.max_connections)
     try:
         async with trio.open_nursery() as nursery:
             for listener in listeners:
-                nursery.start_soon(_accept_loop, listener, handler, limiter, nursery)
-            bound = tcp_listeners[0].socket.getsockname()[1]
+                nursery.start_soon(_accept_loop, listener, handler, limiter, share, nursery)
+            bound = sockets[0].getsockname()[1]
             log.info("listening on %s port %d", host, bound)
             task_status.started(bound)
     finally:
@@ -272,6 +323,7 @@ async def _accept_loop(
     listener: trio.SSLListener[LingeringStream],
     handler: RawHandler,
     limiter: trio.CapacityLimiter,
+    share: LoadShare | None,
     nursery: trio.Nursery,
 ) -> None:
     while True:
@@ -291,7 +343,9 @@ async def _accept_loop(
         except BaseException:
             limiter.release_on_behalf_of(token)
             raise
-        nursery.start_soon(_run_connection, handler, stream, limiter, token)
+        if share is not None:
+            share.opened()
+        nursery.start_soon(_run_connection, handler, stream, limiter, token, share)
 
 
 async def _run_connection(
@@ -299,6 +353,7 @@ async def _run_connection(
     stream: ServerStream,
     limiter: trio.CapacityLimiter,
     token: object,
+    share: LoadShare | None,
 ) -> None:
     try:
         await handler(stream)
@@ -311,6 +366,8 @@ async def _run_connection(
             await trio.aclose_forcefully(stream)
         finally:
             limiter.release_on_behalf_of(token)
+            if share is not None:
+                share.closed()
 
 
 def _peer_of(stream: ServerStream) -> tuple[str, int]:
@@ -337,9 +394,10 @@ async def serve(
     hostnames: Collection[str] | None = None,
     limits: ServerLimits = ServerLimits(),
     sockets: list[socket.socket] | None = None,
+    share: LoadShare | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``app`` over Gemini until cancelled (on ``sockets`` when given, see :func:`serve_raw`).
+    """Serve ``app`` over Gemini until cancelled (``sockets`` and ``share``: see :func:`serve_raw`).
 
     With ``hostnames``, requests for any other host (or for another port than the one the
     connection arrived on) get 53 PROXY REQUEST REFUSED, as §3.2 asks of servers that are not
@@ -362,6 +420,7 @@ async def serve(
         ssl_context=ssl_context,
         limits=limits,
         sockets=sockets,
+        share=share,
         task_status=task_status,
     )
 
