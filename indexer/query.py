@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -174,9 +175,9 @@ class _Snapshot:
         self.searcher.close()
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: Path | str) -> tuple[int, int, int] | None:
     try:
-        info = path.stat()
+        info = os.stat(path)
     except FileNotFoundError:
         return None
     return (info.st_ino, info.st_mtime_ns, info.st_size)
@@ -218,9 +219,11 @@ class Searcher:
 
     def __init__(self, index_dir: Path, db_url: str) -> None:
         self._index_dir = index_dir
+        self._state_file = str(index_dir / location.STATE_FILE)
         self._engine = make_engine(db_url)
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
+        self._checked: tuple[int, int, int] | None = None  # state file stamp at the last check
         self._closed = False
 
     def search(
@@ -303,33 +306,48 @@ class Searcher:
                     snapshot.close()
 
     def _current(self) -> _Snapshot:
+        # Every index run ends by rewriting the live generation's state file (atomically: a
+        # new inode), after its commit and its link scores. While that file is the one seen
+        # at the last full check, one stat stands for the readlink, directory listing and
+        # stats of the full check (a twentieth of its cost).
+        stamp = _stamp(self._state_file)
         with self._lock:
             if self._closed:
                 raise QueryError("this searcher is closed")
-            generation = location.live_generation(self._index_dir)
-            if generation is None:
-                raise IndexMissing(
-                    f"no index yet at {self._index_dir}: run `sextant index` "
-                    "(after `sextant crawl`) to build one"
-                )
             snapshot = self._snapshot
-            if snapshot is None or not snapshot.is_current(generation):
-                if location.read_state(generation) is None:
-                    raise IndexMissing(
-                        f"the index at {self._index_dir} was built by another version of "
-                        "sextant: run `sextant index --rebuild`"
-                    )
-                fresh = _Snapshot(generation)
-                if snapshot is not None:
-                    snapshot.retired = True
-                    if snapshot.users == 0:
-                        snapshot.close()
-                snapshot = self._snapshot = fresh
-            else:
-                with snapshot.lock:
-                    snapshot.refresh_ranks()
+            if snapshot is not None and stamp is not None and stamp == self._checked:
+                snapshot.users += 1
+                return snapshot
+            snapshot = self._check(stamp)
             snapshot.users += 1
             return snapshot
+
+    def _check(self, stamp: tuple[int, int, int] | None) -> _Snapshot:
+        """The snapshot of the live index, reopened or refreshed as needed (lock held)."""
+        generation = location.live_generation(self._index_dir)
+        if generation is None:
+            raise IndexMissing(
+                f"no index yet at {self._index_dir}: run `sextant index` "
+                "(after `sextant crawl`) to build one"
+            )
+        snapshot = self._snapshot
+        if snapshot is None or not snapshot.is_current(generation):
+            if location.read_state(generation) is None:
+                raise IndexMissing(
+                    f"the index at {self._index_dir} was built by another version of "
+                    "sextant: run `sextant index --rebuild`"
+                )
+            fresh = _Snapshot(generation)
+            if snapshot is not None:
+                snapshot.retired = True
+                if snapshot.users == 0:
+                    snapshot.close()
+            snapshot = self._snapshot = fresh
+        else:
+            with snapshot.lock:
+                snapshot.refresh_ranks()
+        self._checked = stamp
+        return snapshot
 
     # --- suggestions and snippets --------------------------------------------------------
 

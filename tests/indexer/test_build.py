@@ -75,6 +75,23 @@ def test_changed_page_is_reindexed_without_a_rebuild(store: Store) -> None:
     assert report.documents == 4
 
 
+def test_an_open_searcher_sees_every_index_run(store: Store) -> None:
+    """The searcher looks at the index again only when the state file that every run
+    rewrites has changed: each run must still show up in the next search."""
+    small_space(store)
+    store.index()
+    with store.searcher() as searcher:
+        assert searcher.search("paprika").total == 0
+        store.space.change(f"{B}/peppers.gmi", body="# Chillies\nChillies and paprika.")
+        store.index()
+        assert [hit.url for hit in searcher.search("paprika").hits] == [f"{B}/peppers.gmi"]
+        store.space.change(f"{B}/peppers.gmi", body="# Chillies\nSmoked, not sweet.")
+        store.index()
+        assert searcher.search("paprika").total == 0
+        store.index(rebuild=True)
+        assert searcher.search("smoked").total == 1
+
+
 @pytest.mark.parametrize("state", ["gone", "excluded", "disallowed", "error", "redirect"])
 def test_pages_leaving_the_indexable_states_are_removed(store: Store, state: str) -> None:
     small_space(store)
