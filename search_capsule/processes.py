@@ -114,6 +114,7 @@ class Supervisor:
             if child.is_alive() or self._stopping:
                 continue
             child.join()
+            self._share.leave(slot)
             lived = time.monotonic() - self._started_at[slot]
             log.error(
                 "capsule process %s ended with %s after %.1f s; starting another",

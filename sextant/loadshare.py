@@ -23,14 +23,17 @@ import trio
 MAX_DEFER = 0.010
 #: How often it looks again whether it is still the busier one.
 POLL_INTERVAL = 0.001
+#: The count of a slot with no process in it (not started yet, or died): nobody defers to it.
+_ABSENT = 2**31 - 1
 
 
 class LoadShare:
     """Open-connection counts of ``processes`` processes, one slot each.
 
-    Made before forking; each child then calls :meth:`join` with its own slot. Only the
-    owner of a slot writes it, so no lock is needed, and a sibling reading a count a moment
-    old only makes the balance a little less exact.
+    Made before forking; each child then calls :meth:`join` with its own slot, and the
+    parent calls :meth:`leave` for a child that died. Only the owner of a slot writes it
+    (or the parent, when there is no owner), so no lock is needed, and a sibling reading a
+    count a moment old only makes the balance a little less exact.
     """
 
     def __init__(
@@ -42,7 +45,7 @@ class LoadShare:
     ) -> None:
         if processes < 1:
             raise ValueError("a load share needs at least one process")
-        self._counts = multiprocessing.RawArray(ctypes.c_int, processes)
+        self._counts = multiprocessing.RawArray(ctypes.c_int, [_ABSENT] * processes)
         self._slot = 0
         self._others: tuple[int, ...] = ()
         self.max_defer = max_defer
@@ -59,6 +62,10 @@ class LoadShare:
         self._slot = slot
         self._others = tuple(other for other in range(self.processes) if other != slot)
         self._counts[slot] = 0
+
+    def leave(self, slot: int) -> None:
+        """Mark ``slot`` empty (its process died), so siblings stop leaving connections to it."""
+        self._counts[slot] = _ABSENT
 
     def opened(self) -> None:
         self._counts[self._slot] += 1
