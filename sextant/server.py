@@ -40,8 +40,9 @@ _MAX_DISCARD = 64 * 1024
 # Running out of file descriptors or memory is a reason to pause accepting, not to die.
 _ACCEPT_RESOURCE_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _ACCEPT_RETRY_SECONDS = 0.1
-# accept() failing with these means the socket is closed; with these, only that one client
-# is lost (it reset, or a firewall refused it) and accepting goes on.
+# accept() failing with one of _CLOSED_ERRNOS means the listening socket was closed; with
+# one of _IGNORED_ACCEPT_ERRNOS only that one client is lost (it reset, or a firewall refused
+# it) and accepting goes on.
 _CLOSED_ERRNOS = {errno.EBADF, errno.ENOTSOCK}
 _IGNORED_ACCEPT_ERRNOS = {
     getattr(errno, name)
@@ -218,10 +219,6 @@ class _Listener(trio.abc.Listener[LingeringStream]):
         self._socket = listening
         self._linger = linger
         self._share = share
-
-    @property
-    def socket(self) -> socket.socket:
-        return self._socket
 
     async def accept(self) -> LingeringStream:
         while True:
