@@ -11,6 +11,7 @@ result cache does not flatter the figures; one extra run repeats a single query 
 what the cache gives. Run:
 
     .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N] [--processes N]
+        [--unbalanced]
 
 The generated store and index are kept in ``$TMPDIR/sextant-bench-capsule-<pages>`` and
 reused by later runs (delete the directory to regenerate). Target: p99 <= 100 ms at
@@ -46,6 +47,7 @@ from search_capsule.processes import Supervisor, default_process_count
 from search_capsule.server import load_certificate, serve_process
 from search_capsule.services import CapsuleLimits
 from sextant.config import Settings
+from sextant.loadshare import LoadShare
 from sextant.server import bind_sockets
 from sextant.store import make_engine
 from sextant.store.migrate import open_store, upgrade
@@ -320,14 +322,17 @@ class Server:
     """The capsule as ``sextant serve --processes N`` runs it: a supervisor process and N
     capsule processes accepting on one port, all apart from this one."""
 
-    def __init__(self, settings: Settings, processes: int) -> None:
+    def __init__(self, settings: Settings, processes: int, *, balanced: bool = True) -> None:
         self.sockets = bind_sockets(HOST, 0)
         self.port = self.sockets[0].getsockname()[1]
         certificate = load_certificate(settings, "localhost")
         limits = CapsuleLimits(rate_per_client=None)  # all load comes from one address
         child = partial(serve_process, settings, limits, certificate, HOST, ["localhost", HOST])
+        # Unbalanced: no process ever leaves a connection to a sibling, so each goes to
+        # whichever process the kernel wakes first (how they shared the port before).
+        share = LoadShare(processes) if balanced else LoadShare(processes, max_defer=0.0)
         self._supervisor = multiprocessing.get_context("fork").Process(
-            target=_supervise, args=(child, self.sockets, processes)
+            target=_supervise, args=(child, self.sockets, processes, share)
         )
 
     def __enter__(self) -> Server:
@@ -371,8 +376,8 @@ def _tree_cpu_seconds(root: int) -> float:
     return sum(stats[pid][1] for pid in tree if pid in stats)
 
 
-def _supervise(child: Any, sockets: list[Any], processes: int) -> None:
-    Supervisor(child, sockets, processes).run()
+def _supervise(child: Any, sockets: list[Any], processes: int, share: LoadShare) -> None:
+    Supervisor(child, sockets, processes, share).run()
 
 
 def search_api_latencies(settings: Settings, queries: list[str]) -> tuple[list[float], float]:
@@ -401,6 +406,7 @@ def run(
     pages: int | None = None,
     requests: int | None = None,
     processes: int | None = None,
+    balanced: bool = True,
 ) -> dict:
     pages = pages or (2_000 if quick else 100_000)
     requests = requests or (300 if quick else 2_000)
@@ -428,8 +434,11 @@ def run(
         f"{'server':>8} {'client':>8}  (CPU ms a request)"
     )
     processes = processes or default_process_count()
-    print(f"{processes} capsule processes (sextant serve --processes {processes})")
-    with Server(settings, processes) as server:
+    print(
+        f"{processes} capsule processes (sextant serve --processes {processes})"
+        + ("" if balanced else ", unbalanced: connections go where the kernel puts them")
+    )
+    with Server(settings, processes, balanced=balanced) as server:
         # Warm up as a capsule that has been running a while: searchers open, everyday
         # words' postings decoded and cached. The queries measured below are all new.
         drive(server.port, [f"/search?{quote(q)}" for q in queries[:requests]], 16)
@@ -486,8 +495,19 @@ def main() -> None:
     parser.add_argument(
         "--processes", type=int, default=None, help="capsule processes (default: one per core)"
     )
+    parser.add_argument(
+        "--unbalanced",
+        action="store_true",
+        help="processes never leave a connection to a less busy sibling (for comparison)",
+    )
     args = parser.parse_args()
-    run(quick=args.quick, pages=args.pages, requests=args.requests, processes=args.processes)
+    run(
+        quick=args.quick,
+        pages=args.pages,
+        requests=args.requests,
+        processes=args.processes,
+        balanced=not args.unbalanced,
+    )
 
 
 if __name__ == "__main__":
