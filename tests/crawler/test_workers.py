@@ -199,18 +199,23 @@ def test_three_workers_share_the_frontier_and_survive_a_kill(tmp_path, store_url
                 )
                 for log in logs
             ]
-            # Kill a worker while it holds a claim, once the crawl is well under way.
+            # Kill a worker while it holds a claim, once the crawl is well under way. A claim
+            # lasts one fetch, a few milliseconds: the worker is frozen (SIGSTOP) before its
+            # claim is confirmed, so that it cannot let the claim go before the kill.
             by_pid = {worker.pid: worker for worker in workers}
             deadline = time.monotonic() + 30
             while True:
                 holders = [pid for pid in leases(engine) if pid in by_pid]
                 if holders and len(server_hits(hits_log)) >= 30:
-                    break
+                    victim = by_pid[holders[0]]
+                    victim.send_signal(signal.SIGSTOP)
+                    if leased_by(engine, victim.pid):
+                        break
+                    victim.send_signal(signal.SIGCONT)
                 for worker in workers:
                     assert worker.poll() is None, worker.communicate()[1].decode()
                 assert time.monotonic() < deadline, "no worker held a claim"
                 time.sleep(0.01)
-            victim = by_pid[holders[0]]
             victim.send_signal(signal.SIGKILL)
             victim.wait(timeout=10)
             killed_at = time.monotonic()
