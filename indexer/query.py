@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy
 from sqlalchemy import bindparam, func, select
+from sqlalchemy.sql.compiler import SQLCompiler
 from whoosh import index as whoosh_index
 from whoosh.searching import Searcher as WhooshSearcher
 
@@ -224,6 +225,7 @@ class Searcher:
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
         self._checked: tuple[int, int, int] | None = None  # state file stamp at the last check
+        self._texts_statements: dict[int, SQLCompiler] = {}  # by number of pages
         self._closed = False
 
     def search(
@@ -376,24 +378,46 @@ class Searcher:
         return text if better else None
 
     def _texts(self, page_ids: Sequence[int]) -> dict[int, str]:
-        """The searchable text of each page, from the store (the index keeps none)."""
+        """The searchable text of each page, from the store (the index keeps none).
+
+        Straight through the DB-API cursor: SQLAlchemy's execution of the same statement
+        (rendering the IN list, wrapping rows) cost as much again as the query itself, a
+        twentieth of a search. The SQL is still SQLAlchemy's, compiled once per number of
+        pages for the engine's dialect.
+        """
         if not page_ids:
             return {}
+        compiled = self._texts_statements.get(len(page_ids))
+        if compiled is None:
+            statement = _TEXTS.where(
+                Page.id.in_([bindparam(f"id{i}") for i in range(len(page_ids))])
+            )
+            compiled = self._engine.dialect.statement_compiler(self._engine.dialect, statement)
+            self._texts_statements[len(page_ids)] = compiled
+        values = compiled.construct_params({f"id{i}": pid for i, pid in enumerate(page_ids)})
+        order = compiled.positiontup
+        parameters = values if order is None else tuple(values[name] for name in order)
         texts: dict[int, str] = {}
-        with self._engine.connect() as connection:
-            for row in connection.execute(_TEXTS, {"ids": list(page_ids)}):
-                texts[row.id] = _searchable_text(row.state, row.mime, row.body, row.meta)
+        connection = self._engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            cursor.execute(compiled.string, parameters)
+            for page_id, state, mime, body, meta in cursor.fetchall():
+                texts[page_id] = _searchable_text(state, mime, body, meta)
+            cursor.close()
+        finally:
+            connection.close()  # back to the pool
         return texts
 
 
-#: Built once: making the statement anew for each search cost more than running it.
+#: The columns snippets need; the page ids are bound one by one (see Searcher._texts).
 _TEXTS = select(
     Page.id,
     Page.state,
     Page.mime,
     func.substr(Page.body, 1, SNIPPET_SOURCE_CHARS).label("body"),
     Page.meta,
-).where(Page.id.in_(bindparam("ids", expanding=True)))
+)
 
 
 def _searchable_text(state: str, mime: str | None, body: str | None, meta: str | None) -> str:

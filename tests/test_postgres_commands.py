@@ -193,6 +193,8 @@ def test_index_and_search_from_postgres(indexed, store_url, data_dir, space):
     assert space.url(ALPHA, "/") in found.output
     results = json.loads(sextant(store_url, data_dir, "search", "--json", "page").output)
     assert results["total"] == CRAWLED  # every page says "page" (roots: "First page")
+    # Snippets come from the bodies PostgreSQL keeps, read with its own parameter style.
+    assert all("**page**" in result["snippet"].lower() for result in results["results"])
     assert {result["host"] for result in results["results"]} == {
         f"{ALPHA}:{space.address(ALPHA)[1]}",
         f"{BETA}:{space.address(BETA)[1]}",
