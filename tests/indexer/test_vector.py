@@ -8,7 +8,15 @@ from whoosh import query as wq
 
 from indexer.query import Searcher
 from indexer.querylang import compile_query, parse
-from indexer.vector import DENSE_UNION_SHARE, DocSet, Unsupported, _union, top
+from indexer.vector import (
+    DENSE_UNION_SHARE,
+    DocSet,
+    Unsupported,
+    _members,
+    _positions_in,
+    _union,
+    top,
+)
 
 # Queries without negation: Whoosh's own AndNot over a Require gives wrong answers (it kept
 # gemini://gemini.example/docs/ for "capsule -gemini" although its URL words hold "gemini"),
@@ -109,3 +117,22 @@ def test_dense_and_sorted_unions_agree(documents: int) -> None:
     assert dict(zip(dense.ids.tolist(), dense.scores.tolist(), strict=True)) == pytest.approx(
         expected
     )
+
+
+@pytest.mark.parametrize(("ids_size", "within_size"), [(5, 4000), (4000, 5), (3000, 6000), (0, 50)])
+def test_membership_paths_agree(ids_size: int, within_size: int) -> None:
+    """Binary searches, the dense table and the lookup from the smaller side all find the
+    same positions and members as a plain set would."""
+    documents = 10_000
+    rng = numpy.random.default_rng(ids_size * 7 + within_size)
+    ids = numpy.sort(rng.choice(documents, size=ids_size, replace=False)).astype(numpy.int64)
+    within = numpy.sort(rng.choice(documents, size=within_size, replace=False)).astype(numpy.int64)
+    where = {docnum: at for at, docnum in enumerate(within.tolist())}
+    expected = [where.get(docnum, -1) for docnum in ids.tolist()]
+    # As given (large sides take the table), and with "documents" so large that every
+    # lookup takes the binary searches.
+    for total in (documents, documents * DENSE_UNION_SHARE * 10):
+        assert _positions_in(ids, within, total).tolist() == expected
+        members = _members(ids, within, total)
+        assert members.dtype == bool
+        assert members.tolist() == [at >= 0 for at in expected]
