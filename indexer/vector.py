@@ -52,8 +52,9 @@ from indexer.weighting import field_lengths
 #: entries, and with half this cache they kept evicting each other (a search cost 11 ms
 #: instead of 8).
 CACHE_ENTRIES = 16_000_000
-#: A union whose parts hold more than 1/this of all documents is summed in a dense array.
-DENSE_UNION_SHARE = 16
+#: Work on more than 1/this of all documents goes through an array over every document: a
+#: union's parts are summed in one, a lookup reads a table of positions (see _positions_in).
+DENSE_SHARE = 16
 #: Decoded posting blocks kept for phrase checks in positional fields (title, URL words).
 BLOCK_CACHE = 2000
 #: Documents whose decoded ``text`` positions are kept for phrase checks (about 20 KB each).
@@ -508,13 +509,13 @@ def _positions_in(ids: numpy.ndarray, within: numpy.ndarray, documents: int) -> 
     """For each of ``ids``, its index in the sorted array ``within``, or -1.
 
     Binary searches cost ``len(ids) × log(len(within))``: a common word's matches looked up
-    among a language's pages took 2-3 ms. From :data:`DENSE_UNION_SHARE` of all
+    among a language's pages took 2-3 ms. From :data:`DENSE_SHARE` of all
     ``documents`` on, a table of every document's position in ``within`` is filled instead
     and read once per id: linear, a tenth of that.
     """
     if len(within) == 0:
         return numpy.full(len(ids), -1, dtype=numpy.int64)
-    if len(ids) * DENSE_UNION_SHARE >= documents:
+    if len(ids) * DENSE_SHARE >= documents:
         table = numpy.full(documents, -1, dtype=numpy.int64)
         table[within] = numpy.arange(len(within))
         return table[ids]
@@ -557,7 +558,7 @@ def _union(parts: list[DocSet], documents: int) -> DocSet:
         return EMPTY
     if len(present) == 1:
         return present[0]
-    if sum(len(part) for part in present) * DENSE_UNION_SHARE >= documents:
+    if sum(len(part) for part in present) * DENSE_SHARE >= documents:
         sums = numpy.zeros(documents)
         hit = numpy.zeros(documents, dtype=bool)
         for part in present:

@@ -9,7 +9,7 @@ from whoosh import query as wq
 from indexer.query import Searcher
 from indexer.querylang import compile_query, parse
 from indexer.vector import (
-    DENSE_UNION_SHARE,
+    DENSE_SHARE,
     DocSet,
     Unsupported,
     _members,
@@ -107,7 +107,7 @@ def test_dense_and_sorted_unions_agree(documents: int) -> None:
         ids = numpy.sort(rng.choice(documents, size=max(1, size), replace=False))
         parts.append(DocSet(ids.astype(numpy.int64), rng.random(len(ids))))
     dense = _union(parts, documents)
-    sorted_ = _union(parts, documents * DENSE_UNION_SHARE * 10)  # looks too small for dense
+    sorted_ = _union(parts, documents * DENSE_SHARE * 10)  # looks too small for dense
     assert dense.ids.tolist() == sorted_.ids.tolist()
     assert dense.scores.tolist() == pytest.approx(sorted_.scores.tolist(), rel=1e-12)
     expected: dict[int, float] = {}
@@ -131,7 +131,7 @@ def test_membership_paths_agree(ids_size: int, within_size: int) -> None:
     expected = [where.get(docnum, -1) for docnum in ids.tolist()]
     # As given (large sides take the table), and with "documents" so large that every
     # lookup takes the binary searches.
-    for total in (documents, documents * DENSE_UNION_SHARE * 10):
+    for total in (documents, documents * DENSE_SHARE * 10):
         assert _positions_in(ids, within, total).tolist() == expected
         members = _members(ids, within, total)
         assert members.dtype == bool
