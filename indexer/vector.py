@@ -96,9 +96,10 @@ class VectorIndex:
         self._cached_entries = 0
         self._cache_limit = cache_entries
         self._lengths: dict[str, numpy.ndarray] = {}
-        # Where each block of a loaded posting list starts, per segment: positions are read
-        # later from just the blocks that hold the candidates.
-        self._directories: dict[tuple[str, bytes], dict[int, _Directory]] = {}
+        # Where each block of a cached posting list starts, per segment: positions are read
+        # later from just the blocks that hold the candidates. Keyed like the posting cache
+        # and dropped with the postings, so it is bounded by the same limit.
+        self._directories: dict[tuple[Any, ...], dict[int, _Directory]] = {}
         self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
         self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
         self._columns: dict[tuple[str, int], Any] = {}
@@ -279,7 +280,9 @@ class VectorIndex:
         decoded blocks for the next check."""
         if (fieldname, btext) not in leaf:
             return {}
-        directory = self._directories.get((fieldname, btext), {}).get(offset)
+        scored = bool(self.reader.schema[fieldname].scorable)
+        with self._lock:
+            directory = self._directories.get((fieldname, btext, scored), {}).get(offset)
         matcher = _leaf_matcher(leaf, fieldname, btext)
         found: dict[int, bytes] = {}
         if directory is None or not isinstance(matcher, whoosh3.W3LeafMatcher):
@@ -364,14 +367,19 @@ class VectorIndex:
             if found is not None:
                 self._cache.move_to_end(key)
                 return found
-        found = make(*args)
+        made = make(*args)
         with self._lock:
-            self._cache[key] = found
-            self._cached_entries += len(found)
+            found = self._cache.get(key)
+            if found is not None:  # another thread made it meanwhile: count it once
+                self._cache.move_to_end(key)
+                return found
+            self._cache[key] = made
+            self._cached_entries += len(made)
             while self._cached_entries > self._cache_limit and len(self._cache) > 1:
-                _, dropped = self._cache.popitem(last=False)
+                dropped_key, dropped = self._cache.popitem(last=False)
                 self._cached_entries -= len(dropped)
-        return found
+                self._directories.pop(dropped_key, None)
+        return made
 
     def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:
         """A term's postings over all segments, scored. Each segment's term table is read
@@ -398,8 +406,8 @@ class VectorIndex:
             weight_parts.append(weights)
         if not id_parts:
             return EMPTY
-        with self._lock:
-            self._directories[(fieldname, btext)] = directories
+        with self._lock:  # before _cached stores the postings, so evicted with them
+            self._directories[(fieldname, btext, scored)] = directories
         ids = numpy.concatenate(id_parts)
         weights = numpy.concatenate(weight_parts)
         if not scored:

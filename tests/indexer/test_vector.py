@@ -6,12 +6,13 @@ import numpy
 import pytest
 from whoosh import query as wq
 
-from indexer.query import Searcher
+from indexer.query import WEIGHTING, Searcher
 from indexer.querylang import compile_query, parse
 from indexer.vector import (
     DENSE_SHARE,
     DocSet,
     Unsupported,
+    VectorIndex,
     _members,
     _positions_in,
     _union,
@@ -91,6 +92,38 @@ def test_top_orders_by_score_then_document_number(known: Searcher) -> None:
         zip(matches.ids.tolist(), matches.scores.tolist(), strict=True),
         key=lambda pair: (-pair[1], pair[0]),
     )
+
+
+def test_block_directories_are_dropped_with_their_postings(known: Searcher) -> None:
+    """A long-running capsule sees endless distinct words: nothing kept per word may outlive
+    the word's place in the bounded posting cache."""
+
+    def matching(index: VectorIndex, text: str) -> list[int]:
+        return index.evaluate(compile_query(parse(text)).query).ids.tolist()
+
+    with known._use_snapshot() as snapshot:
+        small = VectorIndex(snapshot.searcher, WEIGHTING, cache_entries=20)
+        for text in QUERIES:
+            matching(small, text)
+        assert small._directories
+        assert set(small._directories) <= set(small._cache)
+        assert small._cached_entries == sum(len(found) for found in small._cache.values())
+        for text in ('"sourdough starter"', '"gemini protocol"'):  # their directories evicted
+            assert matching(small, text) == matching(snapshot.vector, text)
+
+
+def test_postings_made_by_two_threads_are_kept_and_counted_once(known: Searcher) -> None:
+    with known._use_snapshot() as snapshot:
+        index = VectorIndex(snapshot.searcher, WEIGHTING)
+    key = ("text", b"word", True)
+    first = DocSet(numpy.arange(3), numpy.ones(3))
+
+    def made_while_another_thread_made_it() -> DocSet:
+        index._cached(key, lambda: first)
+        return DocSet(numpy.arange(3), numpy.ones(3))
+
+    assert index._cached(key, made_while_another_thread_made_it) is first
+    assert index._cached_entries == 3
 
 
 def test_unknown_query_types_are_left_to_whoosh(known: Searcher) -> None:
