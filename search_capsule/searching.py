@@ -59,7 +59,7 @@ class SearchService:
         backend: SearchBackend,
         index_dir: Path,
         *,
-        workers: int = 2,
+        workers: int = 1,
         max_waiting: int = 256,
         cache: TTLCache[CacheKey, SearchResults] | None = None,
     ) -> None:

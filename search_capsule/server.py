@@ -7,6 +7,7 @@ certificate and our host names.
 
 from __future__ import annotations
 
+import gc
 import signal
 import socket
 import ssl
@@ -146,6 +147,10 @@ def serve_process(
     until ``stop_on`` arrives (or Ctrl-C, when it is the only process)."""
     context = tls_context(certificate)
     app = build_app(settings, limits)
+    # What exists now (modules, the app) lives as long as the process. Frozen, it is left
+    # out of the collector's full passes: these walked its 120,000 objects for 50-110 ms
+    # (bench index, 2 cores), and the process answered nobody meanwhile.
+    gc.freeze()
     try:
         run_async(
             partial(_serve_until, app, context, host, names, sockets, share, stop_on, ready),
