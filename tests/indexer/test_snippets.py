@@ -109,7 +109,7 @@ _GAPS = [" ", "\n", ", ", "-", "_", "", ". ", "'", "…"]
 @hypothesis.given(
     pieces=st.one_of(
         st.lists(st.tuples(st.sampled_from(_WORDS), st.sampled_from(_GAPS)), max_size=80),
-        st.lists(  # ASCII only: the path that picks candidate words with one regex
+        st.lists(  # ASCII only: the path that finds word beginnings in spaced bytes
             st.tuples(st.sampled_from([w for w in _WORDS if w.isascii()]), st.sampled_from(_GAPS)),
             max_size=80,
         ),
