@@ -280,9 +280,8 @@ class VectorIndex:
         decoded blocks for the next check."""
         if (fieldname, btext) not in leaf:
             return {}
-        scored = bool(self.reader.schema[fieldname].scorable)
         with self._lock:
-            directory = self._directories.get((fieldname, btext, scored), {}).get(offset)
+            directory = self._directories.get(self._term_key(fieldname, btext), {}).get(offset)
         matcher = _leaf_matcher(leaf, fieldname, btext)
         found: dict[int, bytes] = {}
         if directory is None or not isinstance(matcher, whoosh3.W3LeafMatcher):
@@ -344,9 +343,14 @@ class VectorIndex:
             return EMPTY
         field = self.reader.schema[fieldname]
         btext = text if isinstance(text, bytes) else field.to_bytes(text)
-        scored = bool(field.scorable)
-        loaded = self._cached((fieldname, btext, scored), self._load, fieldname, btext, scored)
+        key = self._term_key(fieldname, btext)
+        loaded = self._cached(key, self._load, *key)
         return _boosted(loaded, boost)
+
+    def _term_key(self, fieldname: str, btext: bytes) -> tuple[str, bytes, bool]:
+        """A term's key in the posting cache, shared by its block directories so that
+        they are evicted together (see _cached)."""
+        return fieldname, btext, bool(self.reader.schema[fieldname].scorable)
 
     def _forms(self, terms: list[wq.Term]) -> DocSet:
         """The union of a word's forms (its stem in each language, as the query compiler
