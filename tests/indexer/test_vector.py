@@ -110,6 +110,18 @@ def test_block_directories_are_dropped_with_their_postings(known: Searcher) -> N
         assert small._cached_entries == sum(len(found) for found in small._cache.values())
         for text in ('"sourdough starter"', '"gemini protocol"'):  # their directories evicted
             assert matching(small, text) == matching(snapshot.vector, text)
+        # With room in the cache, the phrase checks find the directories their loads made.
+        roomy = VectorIndex(snapshot.searcher, WEIGHTING)
+        query = compile_query(parse('"sourdough starter"')).query
+        matching(roomy, '"sourdough starter"')
+        schema = snapshot.searcher.schema
+        words = {
+            roomy._term_key(field, schema[field].to_bytes(text))
+            for field, text in query.all_terms()
+            if field == "text"
+        }
+        assert words
+        assert words <= set(roomy._directories)
 
 
 def test_postings_made_by_two_threads_are_kept_and_counted_once(known: Searcher) -> None:
