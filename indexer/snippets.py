@@ -84,8 +84,9 @@ def _matches(text: str, terms: Collection[str], lang: str | None) -> list[tuple[
     """The first :data:`MAX_MATCHES` words of ``text`` whose term is a query term.
 
     Only words that begin like a query term can match (:func:`heads`). In ASCII text those
-    are found with ``find`` on the lowered text (folding ASCII is lowering, which keeps
-    every offset), and only they are turned into terms: splitting the whole text into words
+    are found with ``find`` in a copy of the lowered text whose non-word characters are
+    spaces (folding ASCII is lowering, and neither changes an offset), and only they are
+    turned into terms: splitting the whole text into words
     with a regex cost ten times more, and made snippets a quarter of a search. Other text
     takes its distinct words first; text with CJK runs, whose words need splitting into
     bigrams, goes word by word.

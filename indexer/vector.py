@@ -538,7 +538,7 @@ def _positions_in(ids: numpy.ndarray, within: numpy.ndarray, documents: int) -> 
 def _members(ids: numpy.ndarray, within: numpy.ndarray, documents: int) -> numpy.ndarray:
     """Which of ``ids`` are in the sorted array ``within``, looked up from the smaller side
     (a capsule's few pages among a common word's thousands of matches, or the reverse)."""
-    if len(within) * 8 < len(ids):
+    if len(within) * 8 < len(ids):  # well smaller: looking up the reverse also fills a mask
         mask = numpy.zeros(len(ids), dtype=bool)
         at = _positions_in(within, ids, documents)
         mask[at[at >= 0]] = True
