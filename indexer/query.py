@@ -215,7 +215,7 @@ def _ranks_for(scores: LinkScores, page_ids: numpy.ndarray) -> numpy.ndarray:
 class Searcher:
     """A warm searcher, reopened when the index changes (cheap check per query).
 
-    Safe to call from worker threads (``trio.to_thread.run_sync``).
+    Safe to call from several threads at once (the capsule runs searches in worker threads).
     """
 
     def __init__(self, index_dir: Path, db_url: str) -> None:

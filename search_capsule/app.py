@@ -30,9 +30,9 @@ class CapsuleApp:
         )
 
     def close(self) -> None:
-        """Release what the app holds open: the searcher and the store engine."""
+        """Release what the app holds open: worker threads, the searcher, the store engine."""
         self.services.search.close()
-        self.services.store.engine.dispose()
+        self.services.store.close()
 
     async def __call__(self, request: Request) -> Response:
         url = request.url

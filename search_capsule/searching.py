@@ -1,8 +1,8 @@
 """Searches for the capsule: off the event loop, bounded, cached, and coalesced.
 
-Whoosh is synchronous and CPU-bound, so each search runs in a worker thread, at most
-``workers`` at a time (more threads would only contend for the GIL). Three things keep the
-capsule responsive under load:
+Whoosh is synchronous and CPU-bound, so searches run in ``workers`` threads of their own
+(:mod:`search_capsule.workers`; more threads would only contend for the GIL). Three things
+keep the capsule responsive under load:
 
 * a result cache: identical queries within a few minutes are answered from memory;
 * coalescing: when the same query is already being computed, later requests wait for
@@ -29,20 +29,11 @@ import trio
 from indexer.location import STATE_FILE, IndexMissing
 from indexer.query import SearchResults
 from search_capsule.cache import TTLCache
+from search_capsule.workers import WorkerThreads
 
 log = logging.getLogger(__name__)
 
 CacheKey = tuple[str, int, int]
-
-
-class Overloaded(Exception):
-    """Too many requests wait for a worker; the app answers 41."""
-
-
-def saturated(limiter: trio.CapacityLimiter, max_waiting: int) -> bool:
-    """Every worker is busy and ``max_waiting`` requests already queue for one."""
-    stats = limiter.statistics()
-    return stats.borrowed_tokens >= stats.total_tokens and stats.tasks_waiting >= max_waiting
 
 
 class SearchBackend(Protocol):
@@ -65,8 +56,7 @@ class SearchService:
     ) -> None:
         self.backend = backend
         self._state_file = index_dir / STATE_FILE
-        self.limiter = trio.CapacityLimiter(workers)
-        self._max_waiting = max_waiting
+        self.workers = WorkerThreads(workers, max_waiting=max_waiting, name="sextant-search")
         self.cache: TTLCache[CacheKey, SearchResults] = cache or TTLCache()
         self._index_stamp: tuple[int, int] | None = None
         self._in_flight: dict[CacheKey, trio.Event] = {}
@@ -76,7 +66,7 @@ class SearchService:
         """Results for ``query``; None when there is no index to search yet.
 
         Raises :class:`~sextant.errors.QueryError` for a query the index cannot parse and
-        :class:`Overloaded` when too many searches already wait.
+        :class:`~search_capsule.workers.Overloaded` when too many searches already wait.
         """
         self._forget_stale_results()
         key = (query, page, page_size)
@@ -88,13 +78,9 @@ class SearchService:
             if pending is None:
                 break
             await pending.wait()  # then read the cache; if that search failed, try ourselves
-        if saturated(self.limiter, self._max_waiting):
-            raise Overloaded
         done = self._in_flight[key] = trio.Event()
         try:
-            results = await trio.to_thread.run_sync(
-                self._search, query, page, page_size, limiter=self.limiter
-            )
+            results = await self.workers.run(self._search, query, page, page_size)
         except IndexMissing:
             return None
         finally:
@@ -105,7 +91,8 @@ class SearchService:
         return results
 
     def close(self) -> None:
-        """Release the searcher and its store connections."""
+        """Stop the search threads, then release the searcher and its store connections."""
+        self.workers.close()
         self.backend.close()
 
     def _search(self, query: str, page: int, page_size: int) -> SearchResults:

@@ -1,10 +1,10 @@
 """What every handler may use, and the one request shape they all receive.
 
 Store queries and searches are synchronous (SQLAlchemy, Whoosh), so they run in worker
-threads behind capacity limits; the event loop only shuffles bytes. When every worker is
-busy and too many requests already wait, new ones are refused at once with ``41 SERVER
-UNAVAILABLE`` (spec Appendix 1: "unavailable due to overload") rather than queueing
-without bound and answering everyone late.
+threads of their own (:mod:`search_capsule.workers`); the event loop only shuffles bytes.
+When every worker is busy and too many requests already wait, new ones are refused at once
+with ``41 SERVER UNAVAILABLE`` (spec Appendix 1: "unavailable due to overload") rather than
+queueing without bound and answering everyone late.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
-import trio
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from search_capsule.cache import TTLCache
-from search_capsule.searching import Overloaded, SearchService, saturated
+from search_capsule.searching import SearchService
+from search_capsule.workers import Overloaded, WorkerThreads
 from sextant.server import Response
 from sextant.store.engine import utcnow
 from sextant.urls import GeminiURL
@@ -72,18 +72,15 @@ class StoreReader:
 
     def __init__(self, engine: Engine, limits: CapsuleLimits) -> None:
         self.engine = engine
-        self.limiter = trio.CapacityLimiter(limits.store_workers)
-        self._max_waiting = limits.max_waiting
+        self.workers = WorkerThreads(
+            limits.store_workers, max_waiting=limits.max_waiting, name="sextant-store"
+        )
         self._cache: TTLCache[Hashable, Any] = TTLCache(
             max_entries=limits.store_cache_entries, ttl=limits.store_cache_ttl
         )
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if saturated(self.limiter, self._max_waiting):
-            raise Overloaded
-        return await trio.to_thread.run_sync(
-            partial(self._in_session, function, args, kwargs), limiter=self.limiter
-        )
+        return await self.workers.run(partial(self._in_session, function, args, kwargs))
 
     async def cached(self, function: Callable[..., T], *args: Any) -> T:
         key = (function.__module__, function.__qualname__, args)
@@ -92,6 +89,11 @@ class StoreReader:
             value = await self.run(function, *args)
             self._cache.put(key, value)
         return value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop the worker threads, then close the store's connections."""
+        self.workers.close()
+        self.engine.dispose()
 
     def _in_session(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
         with Session(self.engine) as session:

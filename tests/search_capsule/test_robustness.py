@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import struct
+import threading
 import time
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import pytest
@@ -14,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from indexer.build import run_index
 from search_capsule.services import CapsuleLimits
+from search_capsule.workers import WorkerThreads
 from sextant import urls
 from sextant.server import Request
 from sextant.store import utcnow
@@ -244,17 +248,38 @@ async def test_overload_is_refused_with_41_instead_of_queueing(nursery, full_set
     limits = CapsuleLimits(rate_per_client=None, search_workers=1, store_workers=1, max_waiting=0)
     running = await start_capsule(nursery, full_settings, tls_context, limits=limits)
     services = running.app.services
-    async with services.search.limiter:  # a long search occupies the only worker
+    async with occupied(services.search.workers):  # a long search holds the only thread
         busy = await running.client.get("/search?solar")
         assert (busy.status, busy.meta) == (
             41,
             "the search capsule is busy; please try again in a few seconds",
         )
     assert (await running.client.get("/search?solar")).status == 20
-    async with services.store.limiter:
+    async with occupied(services.store.workers):
         assert (await running.client.get("/known-hosts")).status == 41
         assert (await running.client.get("/about")).status == 20
     assert (await running.client.get("/known-hosts")).status == 20
+
+
+@contextlib.asynccontextmanager
+async def occupied(workers: WorkerThreads) -> AsyncIterator[None]:
+    """Every one of ``workers``' threads busy with a job that waits until the block ends."""
+    started = threading.Semaphore(0)
+    release = threading.Event()
+
+    def hold() -> None:
+        started.release()
+        release.wait()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(workers.count):
+            nursery.start_soon(workers.run, hold)
+        for _ in range(workers.count):
+            await trio.to_thread.run_sync(started.acquire)
+        try:
+            yield
+        finally:
+            release.set()
 
 
 async def test_identical_queries_are_answered_from_the_cache(capsule):
