@@ -50,8 +50,8 @@ class SearchService:
         backend: SearchBackend,
         index_dir: Path,
         *,
-        workers: int = 1,
-        max_waiting: int = 256,
+        workers: int,  # the defaults are CapsuleLimits'
+        max_waiting: int,
         cache: TTLCache[CacheKey, SearchResults] | None = None,
     ) -> None:
         self.backend = backend
