@@ -64,6 +64,10 @@ class WorkerThreads:
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in a worker thread; raises :class:`Overloaded` when full."""
+        with self._lock:
+            if self.busy >= self.count and self.waiting >= self.max_waiting:
+                raise Overloaded
+            self.waiting += 1
         token = trio.lowlevel.current_trio_token()
         task = trio.lowlevel.current_task()
 
@@ -73,10 +77,6 @@ class WorkerThreads:
                 token.run_sync_soon(trio.lowlevel.reschedule, task, result)
 
         job = _Job(partial(function, *args), deliver)
-        with self._lock:
-            if self.busy >= self.count and self.waiting >= self.max_waiting:
-                raise Overloaded
-            self.waiting += 1
         if not self._threads:
             self._start()
         self._jobs.put(job)
