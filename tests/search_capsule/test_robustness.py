@@ -6,7 +6,6 @@ import contextlib
 import random
 import socket
 import struct
-import threading
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import quote
@@ -26,6 +25,7 @@ from sextant.tls import client_context
 from tests.search_capsule import space
 from tests.search_capsule.client import check
 from tests.search_capsule.conftest import HOSTNAME, NOTES, settings_in, start_capsule
+from tests.search_capsule.gate import Gate
 from tests.wire_client import WireReply, read_until_end
 
 
@@ -264,22 +264,16 @@ async def test_overload_is_refused_with_41_instead_of_queueing(nursery, full_set
 @contextlib.asynccontextmanager
 async def occupied(workers: WorkerThreads) -> AsyncIterator[None]:
     """Every one of ``workers``' threads busy with a job that waits until the block ends."""
-    started = threading.Semaphore(0)
-    release = threading.Event()
-
-    def hold() -> None:
-        started.release()
-        release.wait()
-
+    gate = Gate()
     async with trio.open_nursery() as nursery:
+        for number in range(workers.count):
+            nursery.start_soon(workers.run, gate, f"holding {number}")
         for _ in range(workers.count):
-            nursery.start_soon(workers.run, hold)
-        for _ in range(workers.count):
-            await trio.to_thread.run_sync(started.acquire)
+            await gate.started()
         try:
             yield
         finally:
-            release.set()
+            gate.open()
 
 
 async def test_identical_queries_are_answered_from_the_cache(capsule):

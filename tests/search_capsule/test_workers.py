@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 from search_capsule.workers import Overloaded, WorkerThreads
+from tests.search_capsule.gate import Gate
 
 
 @pytest.fixture
@@ -17,25 +18,6 @@ def workers() -> Iterator[WorkerThreads]:
     made = WorkerThreads(1, max_waiting=2, name="test-worker")
     yield made
     made.close()
-
-
-class Gate:
-    """A job that holds its thread until opened, and says when it started."""
-
-    def __init__(self) -> None:
-        self._started = threading.Semaphore(0)
-        self._open = threading.Event()
-
-    def __call__(self, value: str) -> str:
-        self._started.release()
-        self._open.wait()
-        return value
-
-    async def started(self) -> None:
-        await trio.to_thread.run_sync(self._started.acquire)
-
-    def open(self) -> None:
-        self._open.set()
 
 
 async def test_results_come_back_from_another_thread(workers):
