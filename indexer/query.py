@@ -45,6 +45,7 @@ from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
+from indexer.budget import Budget
 from indexer.columnread import column_array
 from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
@@ -125,6 +126,10 @@ class SearchResults:
     suggestion: str | None
     seconds: float
     exact: bool = True  # False: ``total`` is an estimate (common phrases, see _vector_hits)
+    #: True when the search's budget ran out: the hits are the best found before it stopped.
+    partial: bool = False
+    #: Seconds of search-thread time the search used (what the capsule's throttle charges).
+    cost: float = 0.0
 
     @property
     def pages(self) -> int:
@@ -229,15 +234,25 @@ class Searcher:
         self._closed = False
 
     def search(
-        self, query: str, *, page: int = 1, page_size: int = 10, ranking: str = "blended"
+        self,
+        query: str,
+        *,
+        page: int = 1,
+        page_size: int = 10,
+        ranking: str = "blended",
+        budget: Budget | None = None,
     ) -> SearchResults:
         """One page of results; raises :class:`QueryError` with a message for people.
 
         ``ranking`` is ``blended`` (the product) or a baseline for evaluation: ``bm25f``
         (no link prior) or ``bm25`` (BM25 on the ``text`` field alone: no boost fields, no
-        prior).
+        prior). ``budget`` bounds the work (:mod:`indexer.budget`; a default one when
+        omitted); a cancelled budget raises :class:`~sextant.errors.SearchCancelled`.
         """
         started = time.perf_counter()
+        budget = budget if budget is not None else Budget()
+        budget.start()
+        budget.check()
         if page < 1:
             raise QueryError("page numbers start at 1")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
@@ -276,6 +291,7 @@ class Searcher:
             suggestion=suggestion,
             seconds=time.perf_counter() - started,
             exact=exact,
+            cost=budget.spent,
         )
 
     def close(self) -> None:

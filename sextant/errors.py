@@ -14,6 +14,7 @@ message and a non-zero exit, so users never see a traceback for their mistakes::
       │    ├─ BodyTooLarge        the body passed the size limit (the page is kept, truncated)
       │    └─ CertificateChanged  TOFU: a new certificate before the old one expired
       ├─ QueryError               a search query we cannot parse
+      ├─ SearchCancelled          a search abandoned because its client went away
       ├─ ConfigError              settings that cannot work (bad data dir, bad DB URL)
       └─ StoreError               our side: migrations missing, database unreachable
 """
@@ -63,6 +64,10 @@ class CertificateChanged(FetchError):
 
 class QueryError(SextantError, ValueError):
     """A search query that cannot be parsed; the message says what to change."""
+
+
+class SearchCancelled(SextantError):
+    """A search stopped because nobody waits for its answer any more."""
 
 
 class ConfigError(SextantError):
