@@ -1,8 +1,9 @@
 """The Whoosh internals the indexer relies on, named and checked against the installed Whoosh.
 
 The indexer writes Whoosh's posting blocks itself, reads them back without Whoosh's reader,
-and subclasses its segment writer, posting pool, matchers and scorer (see indexer/writer.py,
-indexer/vector.py and the modules below). None of that is Whoosh's documented API, so
+and subclasses its segment writer, posting pool, matchers and scorer, and reads column files
+in place (see indexer/writer.py, indexer/vector.py, indexer/pairfilter.py and the others
+below). None of that is Whoosh's documented API, so
 pyproject.toml pins whoosh-reloaded exactly and :data:`INTERNALS` lists every private
 attribute, private function and undocumented module-level object each indexer module uses.
 After an upgrade these tests say which of them are gone and who uses them, instead of a
