@@ -78,7 +78,7 @@ class IndexState:
 
     def is_current(self) -> bool:
         """Whether this process can read and extend the index: same format, same Whoosh."""
-        return self.version == STATE_VERSION and self.whoosh == WHOOSH_VERSION
+        return not self.mismatch()
 
     def mismatch(self) -> str:
         """Why the index cannot be used as it is, for a user (empty when it can)."""

@@ -596,3 +596,13 @@ def test_a_state_without_a_whoosh_version_is_an_index_to_rebuild(store: Store) -
     with store.searcher() as searcher, pytest.raises(IndexMissing, match="Whoosh unknown"):
         searcher.search("tomatoes")
     assert store.index().mode == "full"
+
+
+def test_an_unreadable_state_is_refused_then_rebuilt(store: Store) -> None:
+    generation = _built_with_another_whoosh(store)
+    (generation / location.STATE_FILE).write_bytes(b'{"version": 4, "whoosh": \xff')
+    with store.searcher() as searcher, pytest.raises(IndexMissing, match="no readable state"):
+        searcher.search("tomatoes")
+    assert store.index().mode == "full"
+    with store.searcher() as searcher:
+        assert searcher.search("tomatoes").total == 1
