@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.lang import stemmer_for_language
 
 #: Languages stemmed at index time, by ISO 639-1 code. Each one adds a variant to every query

@@ -42,6 +42,8 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, true
 from sqlalchemy.sql.elements import ColumnElement
+
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh import index as whoosh_index
 from whoosh.index import TOC, FileIndex
 

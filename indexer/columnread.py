@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy
+
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.columns import NumericColumn
 
 

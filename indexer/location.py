@@ -11,6 +11,11 @@ Each generation holds the Whoosh files plus our own small files: the link scores
 (:data:`indexer.rank.RANK_FILE`), the spelling vocabulary and :data:`STATE_FILE`, whose
 watermark says up to when the store has been indexed. The watermark lives with the index it
 describes, so deleting the index directory can never leave a watermark that skips pages.
+The state also records our format (:data:`STATE_VERSION`) and the Whoosh release that wrote
+the index: the indexer writes Whoosh's posting blocks itself and reads them back without
+Whoosh's reader (:mod:`indexer.writer`, :mod:`indexer.vector`), so an index is only read by
+the release that wrote it. Either one differing, the next `sextant index` rebuilds and
+searchers refuse the index until then.
 
 Only one ``sextant index`` may run at a time (an advisory ``flock`` on a file beside the
 index); a second one stops with a clear message instead of corrupting the first one's work.
@@ -30,6 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import whoosh
+
 from sextant.errors import StoreError
 from sextant.store import utcnow
 
@@ -38,6 +45,8 @@ LOCK_FILE = ".index.lock"
 #: Bumped whenever the schema or the analysis changes what is in an index: an index of another
 #: version is rebuilt by the next `sextant index` and refused by searchers until then.
 STATE_VERSION = 4
+#: The Whoosh release this process runs (pinned exactly in pyproject.toml).
+WHOOSH_VERSION = whoosh.versionstring()
 
 
 class IndexMissing(StoreError):
@@ -55,15 +64,32 @@ class IndexState:
     watermark: datetime
     built_at: datetime
     version: int = STATE_VERSION
+    whoosh: str = WHOOSH_VERSION
 
     def to_json(self) -> str:
         return json.dumps(
             {
                 "version": self.version,
+                "whoosh": self.whoosh,
                 "watermark": self.watermark.isoformat(),
                 "built_at": self.built_at.isoformat(),
             }
         )
+
+    def is_current(self) -> bool:
+        """Whether this process can read and extend the index: same format, same Whoosh."""
+        return not self.mismatch()
+
+    def mismatch(self) -> str:
+        """Why the index cannot be used as it is, for a user (empty when it can)."""
+        if self.version != STATE_VERSION:
+            return (
+                f"was built by another version of sextant (index format {self.version}, "
+                f"this is {STATE_VERSION})"
+            )
+        if self.whoosh != WHOOSH_VERSION:
+            return f"was built with Whoosh {self.whoosh or 'unknown'}, this is {WHOOSH_VERSION}"
+        return ""
 
     @classmethod
     def from_json(cls, text: str) -> IndexState:
@@ -72,6 +98,7 @@ class IndexState:
             watermark=datetime.fromisoformat(data["watermark"]),
             built_at=datetime.fromisoformat(data["built_at"]),
             version=int(data.get("version", 0)),
+            whoosh=str(data.get("whoosh", "")),
         )
 
 
@@ -86,12 +113,29 @@ def live_generation(index_dir: Path) -> Path | None:
     return target
 
 
-def read_state(generation: Path) -> IndexState | None:
+def read_any_state(generation: Path) -> IndexState | None:
+    """The generation's state as recorded, current or not; None when unreadable."""
     try:
-        state = IndexState.from_json((generation / STATE_FILE).read_text(encoding="utf-8"))
+        return IndexState.from_json((generation / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError):
         return None
-    return state if state.version == STATE_VERSION else None
+
+
+def read_state(generation: Path) -> IndexState | None:
+    """The generation's state when this process can use the index as it is, else None."""
+    state = read_any_state(generation)
+    return state if state is not None and state.is_current() else None
+
+
+def require_current(index_dir: Path, generation: Path) -> IndexState:
+    """The generation's state; raises :class:`IndexMissing` saying why when this process
+    cannot search the index as it is."""
+    state = read_any_state(generation)
+    why = "has no readable state file" if state is None else state.mismatch()
+    if why:
+        raise IndexMissing(f"the index at {index_dir} {why}: run `sextant index --rebuild`")
+    assert state is not None
+    return state
 
 
 def write_state(generation: Path, state: IndexState) -> None:

@@ -81,6 +81,8 @@ def may_hold(reader: Any, rows: numpy.ndarray, sequence: Sequence[str]) -> numpy
     result = numpy.ones(len(rows), dtype=bool)
     if len(sequence) < 2 or len(rows) == 0:
         return result
+    # Whoosh internals (the column reader's fields, the mapped file's buffer), checked by
+    # tests/indexer/test_whoosh_internals.py.
     stored = rows < reader._count  # the rest have the default filter, which rules out nothing
     wanted = rows[stored]
     buffer = getattr(reader._dbfile, "_buf", None)

@@ -350,11 +350,7 @@ class Searcher:
             )
         snapshot = self._snapshot
         if snapshot is None or not snapshot.is_current(generation):
-            if location.read_state(generation) is None:
-                raise IndexMissing(
-                    f"the index at {self._index_dir} was built by another version of "
-                    "sextant: run `sextant index --rebuild`"
-                )
+            location.require_current(self._index_dir, generation)
             fresh = _Snapshot(generation)
             if snapshot is not None:
                 snapshot.retired = True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh import query as wq
 from whoosh.matching.wrappers import RequireMatcher
 

@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy
+
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh import columns, fields, formats
 
 from indexer import pairfilter

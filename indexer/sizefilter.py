@@ -14,6 +14,8 @@ from bisect import bisect_left
 from typing import Any
 
 import numpy
+
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh import matching
 from whoosh.query import qcore
 

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.automata.fsa import find_all_matches
 from whoosh.automata.lev import levenshtein_automaton
 

@@ -22,7 +22,8 @@ blocks that hold the candidates. A Whoosh node the evaluator does not know raise
 compiles.
 
 Reading Whoosh's blocks relies on the W3 codec's posting layout (whoosh-reloaded 2.7.5):
-a block's data is a pickled (document-number deltas, weights, values) tuple.
+a block's data is a pickled (document-number deltas, weights, values) tuple. The Whoosh
+internals used here are checked by tests/indexer/test_whoosh_internals.py.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ EMPTY = DocSet(numpy.empty(0, dtype=numpy.int64), numpy.empty(0))
 
 
 class Unsupported(Exception):
-    """A query node this evaluator does not handle; Whoosh's matchers will."""
+    """A query node this evaluator does not handle. Nothing falls back to Whoosh's matchers:
+    :mod:`indexer.querylang` compiles only nodes handled here, so this is a programming error
+    and fails the search."""
 
 
 class VectorIndex:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy
+
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh import scoring
 from whoosh.codec import whoosh3
 from whoosh.util.numeric import byte_to_length

@@ -33,6 +33,7 @@ from array import array
 from collections.abc import Iterator
 from typing import Any
 
+# The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.codec import whoosh3
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import PostingPool, SegmentWriter

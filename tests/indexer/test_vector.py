@@ -138,9 +138,16 @@ def test_postings_made_by_two_threads_are_kept_and_counted_once(known: Searcher)
     assert index._cached_entries == 3
 
 
-def test_unknown_query_types_are_left_to_whoosh(known: Searcher) -> None:
-    with known._use_snapshot() as snapshot, pytest.raises(Unsupported):
-        snapshot.vector.evaluate(wq.FuzzyTerm("text", "gemini"))
+def test_unknown_query_types_are_refused_not_evaluated_some_other_way(known: Searcher) -> None:
+    """No fallback to Whoosh's matchers: a node the query compiler never produces is a
+    programming error, named in the exception, even nested where a fallback could hide it."""
+    with known._use_snapshot() as snapshot:
+        with pytest.raises(Unsupported, match="FuzzyTerm"):
+            snapshot.vector.evaluate(wq.FuzzyTerm("text", "gemini"))
+        with pytest.raises(Unsupported, match="FuzzyTerm"):
+            snapshot.vector.evaluate(
+                wq.And([wq.Term("text", "gemini"), wq.FuzzyTerm("text", "capsule")])
+            )
 
 
 @pytest.mark.parametrize("documents", [10, 1000, 100_000])
