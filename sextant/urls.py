@@ -73,9 +73,14 @@ _PATH_FIX_RE = re.compile(f"%([0-9A-Fa-f]{{2}})|%|([^{_PATH_CHARS}%]+)")
 _QUERY_FIX_RE = re.compile(f"%([0-9A-Fa-f]{{2}})|%|([^{_PATH_CHARS}?%]+)")
 _PCT = tuple(f"%{i:02X}" for i in range(256))
 
-# DNS-style names (underscores allowed: they exist in the wild), labels of 1..63
-# characters, no empty labels, an optional trailing root dot.
-_HOST_RE = re.compile(r"[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})*\.?")
+# DNS-style names, labels of 1..63 characters, no empty labels, an optional trailing root
+# dot. A hyphen only inside a label (RFC 952/1123: no registry hands out "-bad-.org", so a
+# link to one is junk or an attack on a parser); underscores anywhere, because real capsules
+# use them (``my_host.example``) and resolvers look them up.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_\-]{0,61}[a-z0-9_])?"
+_HOST_RE = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+# The label separators the idna codec accepts (RFC 3490 3.1): full stop and its CJK forms.
+_IDN_EDGE_HYPHEN_RE = re.compile(r"(?:^|[.\u3002\uff0e\uff61])-|-(?:$|[.\u3002\uff0e\uff61])")
 _HOST_PCT_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 
 
@@ -329,6 +334,10 @@ def _normalize_host(text: str, raw: str) -> str:
         if "%" in host:
             host = _decode_host_escapes(host, raw)
         if not host.isascii():
+            # Punycode hides a hyphen at the edge of the Unicode label ("-bücher" becomes
+            # "xn---bcher-4ya"), so the hyphen rule is applied before encoding.
+            if _IDN_EDGE_HYPHEN_RE.search(host):
+                raise InvalidURL(f"host {text!r} has a label that starts or ends with a hyphen")
             try:
                 host = host.encode("idna").decode("ascii").lower()
             except UnicodeError as exc:
@@ -353,6 +362,8 @@ def _explain_bad_host(text: str, host: str) -> str:
         return f"host {text!r} has an empty label (two dots in a row, or a leading dot)"
     if any(len(label) > 63 for label in labels):
         return f"host {text!r} has a label longer than DNS allows (63 characters)"
+    if any(label.startswith("-") or label.endswith("-") for label in labels):
+        return f"host {text!r} has a label that starts or ends with a hyphen"
     return f"host {text!r} contains characters not allowed in a host name"
 
 
