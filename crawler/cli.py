@@ -103,6 +103,13 @@ def _default_seeds_file(settings: Settings) -> Path | None:
     help="Only contact these capsules (repeatable; *.example.org for subdomains). Links "
     "elsewhere are recorded but never fetched or even resolved.",
 )
+@click.option(
+    "--allow-private",
+    is_flag=True,
+    help="Let any host resolve to loopback, private, link-local or other non-public "
+    "addresses. Without it only hosts named by --resolve or by --allow-host (not *.domain) "
+    "may; others are refused before any connection, with the reason on the page.",
+)
 @click.option("--max-time", type=click.FloatRange(min=0, min_open=True), help="Stop after SECONDS.")
 @click.option(
     "--timeout",
@@ -145,6 +152,7 @@ def crawl(
     recrawl: bool,
     resolve: tuple[str, ...],
     allow_hosts: tuple[str, ...],
+    allow_private: bool,
     max_time: float | None,
     timeout: float | None,
     quiet: bool,
@@ -184,6 +192,7 @@ def crawl(
         recrawl=recrawl,
         resolve=resolve,
         allow_hosts=AllowedHosts.parse(allow_hosts),
+        allow_private=allow_private,
         max_time=max_time,
         quiet=quiet,
         log_file=log_file,

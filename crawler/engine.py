@@ -58,7 +58,7 @@ from crawler.seeds import (
 )
 from crawler.writer import MAX_BATCH, Writer
 from sextant.config import Settings
-from sextant.errors import ConfigError, ConnectFailed, FetchError, InvalidURL
+from sextant.errors import AddressRefused, ConfigError, ConnectFailed, FetchError, InvalidURL
 from sextant.protocol import Family, slow_down_seconds
 from sextant.robots import parse_robots_response
 from sextant.store import Run, utcnow
@@ -109,6 +109,10 @@ def _error_kind(error: BaseException) -> str:
     return getattr(error, "kind", None) or "malformed-header"
 
 
+def _lookup_error_kind(error: ConnectFailed) -> str:
+    return error.kind if isinstance(error, AddressRefused) else "dns"
+
+
 def _connection_failure(result: FetchResult) -> bool:
     """Whether a failure says something about the capsule's server rather than this page:
     no header at all because the connection, TLS or the wait for it failed (a malformed
@@ -145,7 +149,7 @@ class Crawl:
             except InvalidURL as exc:
                 raise ConfigError(str(exc)) from None
             pins[key] = address
-        self.resolver = Resolver(pins)
+        self.resolver = Resolver(pins, may_reach_private=options.may_reach_private)
         self.admission = Admission(options, load_exclusions(options))
         self.frontier = Frontier(store, options.owner, lease_seconds=options.lease_seconds)
         self.writer = Writer(store, self.admission, owner=options.owner)
@@ -534,6 +538,11 @@ class Crawl:
             self.scheduler.release(slot, requested=False)
             self._held.add(item.id)
             return
+        refused = await self._refused(url)
+        if refused is not None:
+            self.scheduler.release(slot, requested=False)
+            await self._skip(item, EXCLUDED, refused)
+            return
 
         allowed = await self._robots_allow(slot, item, url)
         if allowed is None:
@@ -583,6 +592,19 @@ class Crawl:
         self.stats.skipped[state] += 1
         await self._record(Skipped(item, state, reason))
 
+    async def _refused(self, url: GeminiURL) -> str | None:
+        """Why the capsule's address may not be contacted, asked before anything else
+        (robots.txt included) so the reason lands on the page; a failed lookup is left to
+        the request, which records and retries it. The resolver checks again at every
+        request: this is for the record, not the guard."""
+        try:
+            await self.resolver.resolve(url.host, url.port)
+        except AddressRefused as exc:
+            return str(exc)
+        except ConnectFailed:
+            return None
+        return None
+
     async def _address(self, slot: HostSlot, url: GeminiURL) -> str | ConnectFailed:
         """The capsule's address, held for this request; a failed lookup counts as a
         connection failure of the capsule."""
@@ -590,7 +612,7 @@ class Crawl:
             address = await self.resolver.resolve(url.host, url.port)
         except ConnectFailed as exc:
             slot.failures += 1
-            self.stats.errors["dns"] += 1
+            self.stats.errors[_lookup_error_kind(exc)] += 1
             return exc
         await self.scheduler.acquire_address(slot, address)
         return address
@@ -607,7 +629,7 @@ class Crawl:
             started_at=utcnow(),
             duration=0.0,
             address=None,
-            error_kind="dns",
+            error_kind=_lookup_error_kind(error),
             error_message=str(error),
             retry_at=parked or self._retry_at(item),
             capsule_failures=slot.failures,

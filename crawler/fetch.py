@@ -143,10 +143,18 @@ async def _open_tcp(address: str, port: int) -> trio.SocketStream:
 
     The engine hands us addresses it already resolved (or pinned), so for IP literals the
     getaddrinfo call, nursery and task of trio.open_tcp_stream's happy-eyeballs machinery are
-    pure overhead: about a tenth of the fetch's own CPU. Anything else still goes through it.
+    pure overhead: about a tenth of the fetch's own CPU. Only scoped IPv6 literals still go
+    through it. A host *name* is refused: resolving it here would connect to an address
+    nobody checked against the public-address rule (crawler/resolver.py).
     """
     family = _address_family(address)
     if family is None:
+        try:
+            ipaddress.ip_address(address)  # a scoped IPv6 literal
+        except ValueError:
+            raise OSError(
+                f"{address!r} is not an IP address (fetch never resolves names)"
+            ) from None
         return await trio.open_tcp_stream(address, port)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:

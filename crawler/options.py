@@ -51,6 +51,10 @@ class HostPattern:
         explicit_port = body.rsplit("]", 1)[-1].count(":") == 1
         return cls(url.host, url.port if explicit_port else None, wildcard)
 
+    def names(self, host: str, port: int) -> bool:
+        """Whether this pattern names ``host`` itself: a wildcard names no one host."""
+        return not self.wildcard and self.matches(host, port)
+
     def matches(self, host: str, port: int) -> bool:
         if self.port is not None and port != self.port:
             return False
@@ -71,6 +75,9 @@ class AllowedHosts:
 
     def allows(self, host: str, port: int) -> bool:
         return not self.patterns or any(p.matches(host, port) for p in self.patterns)
+
+    def names(self, host: str, port: int) -> bool:
+        return any(p.names(host, port) for p in self.patterns)
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -95,6 +102,9 @@ class CrawlOptions:
     recrawl: bool = False
     resolve: tuple[str, ...] = ()  # curl-style HOST:PORT:ADDR pins
     allow_hosts: AllowedHosts = AllowedHosts()
+    # Non-public addresses (loopback, private, link-local...) for every host, not only the
+    # hosts named by --resolve or an exact --allow-host (see crawler/resolver.py).
+    allow_private: bool = False
     max_time: float | None = None  # seconds
     quiet: bool = False
     log_file: Path | None = None
@@ -118,6 +128,11 @@ class CrawlOptions:
     politeness: tuple[tuple[str, float], ...] = ()
     progress_interval: float = 0.5
     inbox_interval: float = 30.0  # how often the seed_requests inbox is read during a run
+
+    def may_reach_private(self, host: str, port: int) -> bool:
+        """Whether ``host:port`` may be on a non-public address: the operator asked for it
+        by name (``--allow-host host``, not ``*.domain``) or for every host."""
+        return self.allow_private or self.allow_hosts.names(host, port)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:

@@ -50,6 +50,15 @@ CERT_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
     help="Server processes sharing the port, each with its own searcher and caches "
     "(a search uses one core). Default: one per core, at most 8.",
 )
+@click.option(
+    "--seed-port",
+    "seed_ports",
+    multiple=True,
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Also accept suggested seeds on this port (repeatable). By default the add-seed "
+    "form takes only port 1965, so visitors cannot aim the crawler at other services.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log every failure and connection problem.")
 @pass_settings
 def serve(
@@ -60,6 +69,7 @@ def serve(
     cert: Path | None,
     key: Path | None,
     processes: int | None,
+    seed_ports: tuple[int, ...],
     verbose: bool,
 ) -> None:
     """Serve search over Gemini: gemini://HOSTNAME/ answers from any Gemini client.
@@ -96,7 +106,12 @@ def serve(
 
     names = accepted_names(hostname, host)
     # Each process allows a client its share of the rate: connections spread over them.
-    limits = _shared_limits(DEFAULT_LIMITS, count)
+    limits = _shared_limits(
+        dataclasses.replace(
+            DEFAULT_LIMITS, seed_ports=DEFAULT_LIMITS.seed_ports | frozenset(seed_ports)
+        ),
+        count,
+    )
     run = partial(serve_process, settings, limits, certificate, host, names)
     try:
         if count == 1:

@@ -2,13 +2,16 @@
 
 The capsule never crawls anything itself; it records a ``SeedRequest`` (source
 ``"capsule"``) that the next crawl picks up. Because anyone can submit, the checks are
-strict: only gemini:// URLs on public host names, since a seed naming ``localhost`` or a
-private address would turn our crawler into a way to probe the machine it runs on.
+strict: only gemini:// URLs on public host names and the Gemini port, since a seed naming
+``localhost``, a private address or another port would turn our crawler into a way to probe
+the machine it runs on. Numeric hosts are read the way the system resolver reads them
+(``127.1`` and ``0x7f.0.0.1`` are loopback); names that resolve to private addresses are the
+crawler's to refuse, when it resolves them (crawler/resolver.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -18,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from search_capsule.user_input import typed_url
 from sextant import urls
+from sextant.addresses import classify, numeric_host
 from sextant.errors import InvalidURL
 from sextant.store.models import Page, SeedRequest
 
@@ -40,11 +44,19 @@ class SeedResult:
     outcome: SeedOutcome
 
 
-def validate_seed(raw: str) -> str:
+#: The ports seeds may name unless the operator allows more (``sextant serve --seed-port``).
+DEFAULT_SEED_PORTS = frozenset({urls.DEFAULT_PORT})
+
+# Names that only mean something on a local network (RFC 6761, RFC 6762, RFC 8375...).
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa", ".lan")
+
+
+def validate_seed(raw: str, *, ports: Collection[int] = DEFAULT_SEED_PORTS) -> str:
     """The canonical URL for what a visitor typed, or :class:`InvalidURL` saying why not.
 
     A bare host name (``example.org``) is read as ``gemini://example.org/``: that is what
-    people type into a prompt.
+    people type into a prompt. Only ``ports`` are accepted: any other would let visitors
+    point the crawler at services that are not capsules.
     """
     text = typed_url(raw)
     scheme = urls.scheme_of(text)
@@ -52,22 +64,30 @@ def validate_seed(raw: str) -> str:
         raise InvalidURL(f"only gemini:// URLs can be crawled, not {scheme}: URLs")
     url = urls.parse(text)
     _require_public_host(url.host)
+    if url.port not in ports:
+        allowed = ", ".join(str(port) for port in sorted(ports))
+        raise InvalidURL(f"port {url.port} is not accepted here; seeds must use port {allowed}")
     return str(url)
 
 
 def _require_public_host(host: str) -> None:
-    if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
+    if host == "localhost" or host.endswith(_LOCAL_SUFFIXES):
         raise InvalidURL(f"{host} is a local name; seeds must be reachable from the internet")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
+    address = numeric_host(host)
+    if address is None:
         if "." not in host:
-            raise InvalidURL(
-                f"{host} is not a full host name (expected e.g. example.org)"
-            ) from None
+            raise InvalidURL(f"{host} is not a full host name (expected e.g. example.org)")
+        last_label = host.rsplit(".", 1)[-1]
+        if last_label.isdigit() or last_label.startswith("0x"):
+            # No top-level domain is a number (RFC 3696 2): a mistyped or hostile address.
+            raise InvalidURL(f"{host} looks like an IP address but is not a valid one")
         return
-    if not address.is_global:
-        raise InvalidURL(f"{host} is not a public address; seeds must be reachable by anyone")
+    reason = classify(address)
+    if reason is not None:
+        said = host if address.compressed == host else f"{host} (that is {address})"
+        raise InvalidURL(
+            f"{said} is not a public address: {reason}; seeds must be reachable by anyone"
+        )
 
 
 def request_seed(session: Session, url: str, *, now: datetime) -> SeedResult:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from search_capsule.cache import TTLCache
 from search_capsule.searching import SearchService
+from search_capsule.seeds import DEFAULT_SEED_PORTS
 from search_capsule.workers import Overloaded, WorkerThreads
 from sextant.server import Response
 from sextant.store.engine import utcnow
@@ -50,6 +51,8 @@ class CapsuleLimits:
     search_cache_entries: int = 2048
     store_cache_ttl: float = 30.0  # listings and statistics change only as the crawler runs
     store_cache_entries: int = 512
+    # Ports the add-seed form accepts (sextant serve --seed-port adds to 1965).
+    seed_ports: frozenset[int] = DEFAULT_SEED_PORTS
 
 
 @dataclass(frozen=True, slots=True)

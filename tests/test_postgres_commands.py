@@ -230,8 +230,10 @@ def get(address: tuple[str, int], path: str) -> Reply:
 
 
 @pytest.fixture
-def search_capsule(indexed, store_url, data_dir) -> Iterator[tuple[str, int]]:
+def search_capsule(indexed, store_url, data_dir, space) -> Iterator[tuple[str, int]]:
     command = [sys.executable, "-m", "sextant", "serve", "--host", "127.0.0.1", "--port", "0"]
+    # The test capsules are not on port 1965: the add-seed form must be told to take theirs.
+    command += ["--seed-port", str(space.address(GAMMA)[1])]
     env = {**os.environ, **environment(store_url, data_dir)}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     try:

@@ -23,7 +23,7 @@ async def add_seed(services: Services, call: Call) -> Response:
     if not call.query:
         return Response.input(PROMPT)
     try:
-        url = validate_seed(call.query)
+        url = validate_seed(call.query, ports=services.limits.seed_ports)
     except InvalidURL as exc:
         return Response.gemtext(unusable_url("Suggest a capsule", str(exc), paths.ADD_SEED))
     try:
