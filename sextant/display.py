@@ -45,6 +45,7 @@ _WHITESPACE = re.compile(r"\s+")
 _LINE_TABLE = {ord(c): REPLACEMENT for c in CONTROLS if not c.isspace()} | dict.fromkeys(
     map(ord, BIDI_CONTROLS)
 )
+_HAS_HIDDEN = re.compile("[" + re.escape("".join(map(chr, _LINE_TABLE))) + "]")
 _BLOCK_TABLE = {ord(c): REPLACEMENT for c in CONTROLS if c not in "\t\n"} | dict.fromkeys(
     map(ord, BIDI_CONTROLS)
 )
@@ -65,7 +66,10 @@ def one_line(text: str | None) -> str:
         # control and no format character (the bidi controls are format characters). A
         # results page shows some fifty fields, and this test is twenty times cheaper.
         return text.strip()
-    return _WHITESPACE.sub(" ", text.translate(_LINE_TABLE)).strip()
+    if _HAS_HIDDEN.search(text) is not None:
+        # Rare, and translate() is slow: a snippet usually has only line breaks to fold.
+        text = text.translate(_LINE_TABLE)
+    return _WHITESPACE.sub(" ", text).strip()
 
 
 def text_block(text: str) -> str:

@@ -99,6 +99,13 @@ def test_graph_statistics_and_census_show_hostile_titles_and_labels_safely(setti
         assert "Sourdough clear" in out
 
 
+def test_a_json_lines_export_to_the_terminal_escapes_the_controls(settings):
+    out = run(settings, "graph", "export", "--format", "jsonl", "--quiet")
+    assert unsafe_characters(out) == []
+    titles = [json.loads(line).get("title") for line in out.splitlines()]
+    assert f"Sourdough {HOSTILE}" in titles
+
+
 def test_an_error_message_prints_no_control_character(tmp_path: Path, monkeypatch):
     # Error messages quote file names and what capsules sent; a downloaded exclude file
     # can be named anything at all.
