@@ -10,7 +10,7 @@ In a Gemini client the same characters reach whatever terminal it runs in.
 Bidirectional controls are subtler: the embeddings, overrides and isolates (U+202A-U+202E,
 U+2066-U+2069) reorder everything up to their end mark or the end of the line, so a label
 ``evil\\u202egmi.txt`` reads as ``eviltxt.img`` and can flip the text we print after it (the
-"Trojan Source" attack, CVE-2021-42574; rustc and GCC warn about exactly these nine).
+"Trojan Source" attack, CVE-2021-42574; rustc lints exactly these nine).
 
 What happens to each kind of character, and why:
 
