@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +20,7 @@ from crawler.options import (
 )
 from sextant.cli import pass_settings
 from sextant.config import Settings
+from sextant.display import json_text, one_line, text_block
 from sextant.errors import ConfigError, InvalidURL
 
 DEFAULT_SEEDS = "seeds.txt"
@@ -215,14 +214,6 @@ def crawl(
 
 # --- show -------------------------------------------------------------------------------------
 
-# C0 controls except tab and newline, DEL, C1 controls: a page must not be able to move the
-# cursor, retitle the terminal or hide text when someone looks at it.
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(text: str) -> str:
-    return _UNPRINTABLE.sub("\ufffd", text)
-
 
 def _when(moment: datetime | None) -> str | None:
     return moment.isoformat(sep=" ", timespec="seconds") + "Z" if moment else None
@@ -259,7 +250,7 @@ def show(settings: Settings, urls: tuple[str, ...], as_json: bool, no_body: bool
                 )
                 continue
             if as_json:
-                click.echo(json.dumps(facts, ensure_ascii=False, default=_when))
+                click.echo(json_text(facts, default=_when))
             else:
                 click.echo(_human(facts, body=not no_body))
     finally:
@@ -269,11 +260,11 @@ def show(settings: Settings, urls: tuple[str, ...], as_json: bool, no_body: bool
 
 
 def _human(facts: dict[str, Any], *, body: bool) -> str:
-    lines = [_printable(facts["url"])]
+    lines = [one_line(facts["url"])]
 
     def row(label: str, value: object) -> None:
         if value is not None and value != "":
-            lines.append(f"  {label:<16}{_printable(str(value))}")
+            lines.append(f"  {label:<16}{one_line(str(value))}")
 
     status = facts["status"]
     row("state", facts["state"])
@@ -309,9 +300,8 @@ def _human(facts: dict[str, Any], *, body: bool) -> str:
     links = facts["links"]
     lines.append(f"  outbound links  {len(links)}")
     for link in links:
-        label = f" {link['label']}" if link["label"] else ""
-        lines.append(_printable(f"    => {link['url']}{label}"))
+        lines.append(f"    => {one_line(link['url'])} {one_line(link['label'])}".rstrip())
     if body and facts["body"] is not None:
         lines.append("")
-        lines.append(_printable(facts["body"]))
+        lines.append(text_block(facts["body"]))
     return "\n".join(lines)

@@ -7,13 +7,13 @@ JSON object per request, for people who want to grep or plot a crawl afterwards.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from sextant.display import json_text, one_line
 from sextant.errors import ConfigError
 
 
@@ -132,7 +132,8 @@ class StatusDisplay:
     def show(self, text: str) -> None:
         if not self.enabled:
             return
-        self.stream.write("\r" + text + "\x1b[K")
+        # One control character in the text would break the redraw, or do worse.
+        self.stream.write("\r" + one_line(text) + "\x1b[K")
         self.stream.flush()
         self._shown = True
 
@@ -161,7 +162,7 @@ class FetchLog:
 
     def write(self, entry: dict[str, Any]) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._file.write(json_text(entry) + "\n")
             self._file.flush()
 
     def close(self) -> None:

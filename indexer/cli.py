@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
@@ -11,6 +10,7 @@ import click
 
 from sextant.cli import pass_settings
 from sextant.config import Settings
+from sextant.display import json_text, one_line
 
 
 @click.command()
@@ -105,7 +105,7 @@ def search(
     finally:
         searcher.close()
     if as_json:
-        click.echo(json.dumps(_as_json(results), ensure_ascii=False))
+        click.echo(json_text(_as_json(results)))
         return
     _print_results(results, color=sys.stdout.isatty())
 
@@ -135,13 +135,14 @@ def _as_json(results: Any) -> dict[str, Any]:
 def _print_results(results: Any, *, color: bool) -> None:
     from indexer.snippets import MARK_END, MARK_START
 
+    # Every field comes from a capsule; cleaned before styling adds escapes of our own.
     first = (results.page - 1) * results.page_size + 1
     for number, hit in enumerate(results.hits, first):
-        title = hit.title or hit.url
+        title = one_line(hit.title) or one_line(hit.url)
         click.echo(click.style(f"{number}. {title}", bold=True) if color else f"{number}. {title}")
-        click.echo(f"   {hit.url}")
-        if hit.snippet:
-            snippet = hit.snippet
+        click.echo(f"   {one_line(hit.url)}")
+        snippet = one_line(hit.snippet)
+        if snippet:
             if color and MARK_START == MARK_END:
                 # On a terminal, marked words show in bold instead of between asterisks.
                 parts = snippet.split(MARK_START)
@@ -150,9 +151,9 @@ def _print_results(results: Any, *, color: bool) -> None:
                     for index, part in enumerate(parts)
                 )
             click.echo(f"   {snippet}")
-        facts = [hit.host, _size(hit.size), hit.lang or "language unknown"]
+        facts = [one_line(hit.host), _size(hit.size), one_line(hit.lang) or "language unknown"]
         if hit.mime and hit.mime != "text/gemini":
-            facts.append(hit.mime)
+            facts.append(one_line(hit.mime))
         click.echo(f"   {' · '.join(facts)}")
         click.echo()
     if results.total:
@@ -165,7 +166,7 @@ def _print_results(results: Any, *, color: bool) -> None:
     else:
         click.echo(f"no results · {results.seconds:.3f} s")
     if results.suggestion:
-        click.echo(f"did you mean: {results.suggestion}")
+        click.echo(f"did you mean: {one_line(results.suggestion)}")
 
 
 def _size(size: int | None) -> str:

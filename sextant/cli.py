@@ -18,6 +18,7 @@ import trio
 
 from sextant import __version__
 from sextant.config import Settings, default_data_dir
+from sextant.display import one_line
 from sextant.errors import SextantError
 
 T = TypeVar("T")
@@ -74,7 +75,8 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SextantError as exc:
-            raise click.ClickException(str(exc)) from exc
+            # Messages quote what capsules sent (a meta, a URL, a robots line).
+            raise click.ClickException(one_line(str(exc))) from exc
 
 
 pass_settings: Callable[..., Any] = click.make_pass_decorator(Settings)

@@ -12,53 +12,48 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-_BREAKS = re.compile(r"[\s\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+from sextant.display import BIDI_CONTROLS, CONTROLS, one_line, text_block
+
 _MARKUP_STARTS = ("=>", "#", "* ", ">", "```")
-# A link line's URL ends at the first blank (section 5.4.2), so blanks inside it are encoded.
-_URL_BLANKS = re.compile(r"[\s\x00-\x1f\x7f]")
+# A link line's URL ends at the first blank (section 5.4.2), so blanks inside it are
+# encoded; controls and bidi controls too, since clients show the URL (as UTF-8 bytes,
+# the way RFC 3987 maps an IRI to a URI, so the link still leads to the same place).
+_URL_UNSAFE = re.compile("[\\s" + re.escape(CONTROLS + BIDI_CONTROLS) + "]")
 TOGGLE = "```"
-
-
-def clean(text: str | None) -> str:
-    """One line of plain text: whitespace runs and control characters become one space."""
-    if not text:
-        return ""
-    if text.isprintable() and "  " not in text:
-        # Nothing to replace: printable text has no whitespace but the ASCII space (every
-        # other kind is a separator or a control character). A results page cleans some
-        # fifty strings, and this test is twenty times cheaper than the substitution.
-        return text.strip()
-    return _BREAKS.sub(" ", text).strip()
 
 
 def text(value: str) -> str:
     """A text line that can never be read as markup, whatever ``value`` starts with."""
-    line = clean(value)
+    line = one_line(value)
     return " " + line if line.startswith(_MARKUP_STARTS) else line
 
 
 def heading(value: str, level: int = 1) -> str:
-    return "#" * level + " " + clean(value)
+    return "#" * level + " " + one_line(value)
 
 
 def item(value: str) -> str:
-    return "* " + clean(value)
+    return "* " + one_line(value)
 
 
 def quote(value: str) -> str:
-    return "> " + clean(value)
+    return "> " + one_line(value)
 
 
 def link(url: str, label: str | None = None) -> str:
-    target = _URL_BLANKS.sub(lambda m: f"%{ord(m.group()):02X}", url)
-    words = clean(label)
+    target = _URL_UNSAFE.sub(_percent_encoded, url)
+    words = one_line(label)
     return f"=> {target} {words}" if words else f"=> {target}"
+
+
+def _percent_encoded(match: re.Match[str]) -> str:
+    return "".join(f"%{byte:02X}" for byte in match.group().encode("utf-8"))
 
 
 def preformatted(body: str, alt: str = "") -> list[str]:
     """A preformatted block whose content cannot close the block early."""
-    lines = [TOGGLE + clean(alt)]
-    for raw in body.splitlines():
+    lines = [TOGGLE + one_line(alt)]
+    for raw in text_block(body).splitlines():
         # Only a line *starting* with the toggle ends a block (section 5.4.3).
         lines.append(" " + raw if raw.startswith(TOGGLE) else raw)
     lines.append(TOGGLE)

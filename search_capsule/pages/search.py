@@ -7,7 +7,6 @@ from urllib.parse import unquote, urlsplit
 from indexer.query import Hit, SearchResults
 from search_capsule import paths
 from search_capsule.pages.lines import (
-    clean,
     day,
     document,
     heading,
@@ -18,6 +17,7 @@ from search_capsule.pages.lines import (
     quote,
     text,
 )
+from sextant.display import one_line
 
 # The capsule's own "how to search" links, under every results page.
 _FOOTER = (
@@ -28,7 +28,7 @@ _FOOTER = (
 
 
 def _quoted(query: str) -> str:
-    return f"“{clean(query)}”"
+    return f"“{one_line(query)}”"
 
 
 def results_page(results: SearchResults, *, verbose: bool, max_page: int) -> str:
@@ -82,8 +82,8 @@ def _suggestion(results: SearchResults, verbose: bool) -> list[str]:
 
 def _title(hit: Hit) -> str:
     """The page's title, else the last part of its path, else its host."""
-    if hit.title and clean(hit.title):
-        return clean(hit.title)
+    if hit.title and one_line(hit.title):
+        return one_line(hit.title)
     path = unquote(urlsplit(hit.url).path).rstrip("/")
     return path.rsplit("/", 1)[-1] or hit.host
 
@@ -99,14 +99,14 @@ def _facts(hit: Hit) -> str:
 
 def _hit(hit: Hit) -> list[str]:
     lines = [link(hit.url, _title(hit)), text(_facts(hit))]
-    if clean(hit.snippet):
+    if one_line(hit.snippet):
         lines.append(quote(hit.snippet))
     return lines
 
 
 def _verbose_hit(hit: Hit) -> list[str]:
     lines = [link(hit.url, _title(hit))]
-    if clean(hit.snippet):
+    if one_line(hit.snippet):
         lines.append(quote(hit.snippet))
     lines += [
         item(f"URL: {hit.url}"),

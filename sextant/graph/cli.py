@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from sextant.cli import pass_settings
 from sextant.config import Settings
+from sextant.display import json_text
 from sextant.errors import SextantError
 from sextant.graph.formats import FORMATS, TABLES, check_request
 
@@ -248,7 +248,7 @@ def _utf8_stdout() -> Iterator[TextIO]:
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+    click.echo(json_text(data, indent=2))
 
 
 class _Status:

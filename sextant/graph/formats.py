@@ -13,17 +13,21 @@ Formats and the tools they are for:
 * ``dot`` — Graphviz (graphviz.org/doc/info/lang.html).
 
 XML 1.0 cannot carry most control characters at all (not even as character references),
-so in GraphML and GEXF they become U+FFFD; the other formats keep text exactly.
+so in GraphML and GEXF they become U+FFFD; the other formats keep text exactly. JSON Lines
+spells control and bidi characters as escapes (:func:`sextant.display.json_text`), since
+the export goes to the terminal when no ``--output`` is given; CSV and DOT have no escape
+for them, and are meant for files.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
+
+from sextant.display import json_text
 
 AttributeType = Literal["string", "int", "float"]
 Node = tuple[str, str, Mapping[str, Any]]  # id, label, attributes (None = no value)
@@ -103,12 +107,12 @@ def _write_jsonl(graph: GraphStream, out: TextIO, table: str) -> Written:
     if table in ("all", "nodes"):
         for node_id, label, attributes in graph.nodes:
             record = {"type": "node", "id": node_id, "label": label, **attributes}
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.write(json_text(record) + "\n")
             nodes += 1
     if table in ("all", "edges"):
         for source, target, weight in graph.edges:
             record = {"type": "edge", "source": source, "target": target, "weight": weight}
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.write(json_text(record) + "\n")
             edges += 1
     return Written(nodes, edges)
 

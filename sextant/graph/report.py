@@ -1,19 +1,19 @@
 """The census and graph statistics as text for a terminal.
 
-Titles and labels come from strangers' capsules, so control characters (an ANSI escape in
-a title could rewrite the user's terminal) are shown as U+FFFD.
+Titles and labels come from strangers' capsules, so each goes through
+:func:`sextant.display.one_line` (an ANSI escape in a title could rewrite the user's
+terminal, a bidi override reorder the table).
 """
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from sextant.census import Breakdown, Census, RunSummary
+from sextant.display import one_line
 from sextant.graph.stats import Degrees, GraphStats, Ranked
 
 LIMIT = 15
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def render_census(census: Census, *, limit: int = LIMIT) -> str:
@@ -81,7 +81,7 @@ def render_stats(stats: GraphStats, *, limit: int = LIMIT) -> str:
     lines.extend(_ranking("Top capsules by PageRank", stats.top_capsules_by_pagerank))
     lonely = stats.capsules_without_inbound
     lines.append(f"Capsules no other capsule links to: {len(lonely):,}")
-    lines.extend(f"  {_printable(name)}" for name in lonely[:limit])
+    lines.extend(f"  {one_line(name)}" for name in lonely[:limit])
     if len(lonely) > limit:
         lines.append(f"  … and {len(lonely) - limit:,} more (--json lists them all)")
     return "\n".join(lines)
@@ -92,9 +92,10 @@ def _table(title: str, rows: Breakdown, limit: int) -> list[str]:
     lines = [title]
     if not total:
         return [*lines, "  none yet", ""]
-    width = min(max(len(label) for label, _ in rows[:limit]), 40)
-    for label, count in rows[:limit]:
-        lines.append(f"  {_printable(label)[:40]:<{width}}  {count:>10,}  {count / total:>6.1%}")
+    labels = [one_line(label)[:40] for label, _ in rows[:limit]]
+    width = max(map(len, labels))
+    for label, (_, count) in zip(labels, rows[:limit], strict=True):
+        lines.append(f"  {label:<{width}}  {count:>10,}  {count / total:>6.1%}")
     rest = rows[limit:]
     if rest:
         others = sum(count for _, count in rest)
@@ -108,11 +109,11 @@ def _ranking(title: str, ranked: tuple[Ranked, ...]) -> list[str]:
         return [*lines, "  none yet", ""]
     for position, entry in enumerate(ranked, 1):
         line = (
-            f"  {position:>2}. {_printable(entry.name)}  inbound {entry.inbound:,}, "
+            f"  {position:>2}. {one_line(entry.name)}  inbound {entry.inbound:,}, "
             f"PageRank {entry.pagerank:.6f}"
         )
         if entry.title:
-            line += f"  “{_printable(entry.title)[:60]}”"
+            line += f"  “{one_line(entry.title)[:60]}”"
         lines.append(line)
     return [*lines, ""]
 
@@ -125,7 +126,7 @@ def _degrees(degrees: Degrees) -> str:
 
 
 def _inline(rows: Breakdown) -> str:
-    return ", ".join(f"{_printable(label)} {count:,}" for label, count in rows) or "none"
+    return ", ".join(f"{one_line(label)} {count:,}" for label, count in rows) or "none"
 
 
 def _share(part: int, whole: int) -> str:
@@ -138,12 +139,8 @@ def _run(run: RunSummary) -> str:
     else:
         state = f"{_when(run.started_at)}, took {run.duration}"
     figures = ", ".join(f"{key} {value}" for key, value in run.figures.items())
-    return f"{run.kind}: {state}" + (f" ({_printable(figures)})" if figures else "")
+    return f"{run.kind}: {state}" + (f" ({one_line(figures)})" if figures else "")
 
 
 def _when(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _printable(text: str) -> str:
-    return _CONTROLS.sub("\ufffd", text)

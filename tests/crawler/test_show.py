@@ -11,6 +11,7 @@ from sextant.cli import cli
 from sextant.server import Response
 from tests.crawler.crawling import crawl
 from tests.gemini_server import ScriptedCapsule, gemtext
+from tests.hostile_space import unsafe_characters
 
 
 def run_cli(tmp_path, *args):
@@ -90,6 +91,47 @@ async def test_show_unknown_and_invalid_urls_fail_clearly(tmp_path, capsules):
     invalid = run_cli(tmp_path, "show", "https://web.test/")
     assert invalid.exit_code == 1
     assert "is not a gemini URL" in invalid.output
+
+
+async def test_show_and_the_fetch_log_neutralise_c1_and_bidi_controls(tmp_path, capsules):
+    # What a page can still smuggle past the crawler: the 8-bit CSI in a body and a
+    # title, a bidi override and isolate anywhere, even in a header's meta (the protocol
+    # refuses control characters there, not format characters).
+    flip = "\u202eevil\u2066isolated\u2069"
+    site = ScriptedCapsule("bidi.test")
+    site.routes(
+        {
+            "/": gemtext(
+                f"# Welcome \x9b2J{flip}\nBody \x1b[2J\x9b31m{flip} text.\n"
+                f"=> /gone Gone {flip}\n=> /ok \x1b]8;;http://x.test/\x1b\\link\x1b]8;;\x1b\\\n"
+            ),
+            "/gone": Response(51, f"gone {flip}"),
+            "/ok": gemtext("# ok\n"),
+        }
+    )
+    running = await capsules(site)
+    home = running["bidi.test"].url("/")
+    log = tmp_path / "fetches.jsonl"
+    await crawl(tmp_path, running, home, log_file=log)
+
+    human = run_cli(tmp_path, "show", home, running["bidi.test"].url("/gone"))
+    assert human.exit_code == 0, human.output
+    assert unsafe_characters(human.output) == []
+    assert "title           Welcome \ufffd2Jevilisolated" in human.output
+    assert "Body \ufffd[2J\ufffd31mevilisolated text." in human.output
+    assert "Gone evilisolated" in human.output
+    assert "status          51 gone evilisolated" in human.output
+
+    as_json = run_cli(tmp_path, "show", "--json", home)
+    assert unsafe_characters(as_json.output) == []
+    page = json.loads(as_json.output)
+    assert page["title"] == f"Welcome \x9b2J{flip}"  # the data itself is untouched
+    assert f"\x9b31m{flip}" in page["body"]
+
+    logged = log.read_text()
+    assert unsafe_characters(logged) == []
+    metas = [json.loads(line)["meta"] for line in logged.splitlines()]
+    assert f"gone {flip}" in metas
 
 
 @pytest.mark.parametrize(

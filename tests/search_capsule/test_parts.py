@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import hypothesis
 import pytest
-from hypothesis import strategies as st
 
 from search_capsule import paths
 from search_capsule.cache import TTLCache
@@ -130,14 +128,11 @@ def test_lines_never_let_foreign_text_become_markup():
     assert page.count("\n") == 13  # 7 lines, a 5-line block, "after"
 
 
-@hypothesis.given(
-    st.text(alphabet=st.sampled_from("ab é\t\n\r\x00\x1f\x7f\x85\xa0\u2028\u2029\u3000\u200b·"))
-)
-def test_clean_takes_its_shortcut_only_where_the_substitution_would_change_nothing(
-    value: str,
-) -> None:
-    assert lines.clean(value) == lines._BREAKS.sub(" ", value).strip()
-    assert "\n" not in lines.clean(value)
+def test_link_urls_encode_what_would_end_or_disguise_the_line():
+    url = "gemini://ok.example/a b\u3000c\x9b\u202ed\x7f"
+    assert lines.link(url, "label") == (
+        "=> gemini://ok.example/a%20b%E3%80%80c%C2%9B%E2%80%AEd%7F label"
+    )
 
 
 def test_human_sizes_and_dates():
