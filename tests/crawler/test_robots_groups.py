@@ -1,0 +1,47 @@
+"""Issue 20 end to end: every robots.txt group that addresses the crawler is obeyed.
+
+A real TLS capsule on loopback serves the file from the issue, where ``*`` closes
+``/private/`` and ``indexer`` closes ``/noindex/``. Reading only the most specific group
+(RFC 9309) the crawler fetched ``/private/``; the companion spec wants both obeyed.
+"""
+
+from __future__ import annotations
+
+from tests.crawler.crawling import crawl
+from tests.gemini_server import ScriptedCapsule, gemtext, plain
+
+ISSUE_ROBOTS = "User-agent: *\nDisallow: /private/\n\nUser-agent: indexer\nDisallow: /noindex/\n"
+HOME = """\
+# Home
+=> /public/one
+=> /public/two
+=> /private/diary
+=> /noindex/drafts
+=> /noindex/
+"""
+
+
+def issue_capsule() -> ScriptedCapsule:
+    site = ScriptedCapsule("groups.test")
+    site.route("/robots.txt", plain(ISSUE_ROBOTS))
+    site.route("/", gemtext(HOME))
+    site.route("/public/one", gemtext("# One\n=> /private/more\n"))
+    site.route("/public/two", gemtext("# Two\n"))
+    for secret in ("/private/diary", "/private/more", "/noindex/drafts", "/noindex/"):
+        site.route(secret, gemtext("# Not for crawlers\n"))
+    return site
+
+
+async def test_star_and_indexer_groups_are_both_obeyed(tmp_path, capsules):
+    site = issue_capsule()
+    running = await capsules(site)
+    result = await crawl(tmp_path, running, running["groups.test"].url("/"))
+
+    asked = set(site.paths)
+    assert {"/robots.txt", "/", "/public/one", "/public/two"} <= asked
+    assert not [path for path in asked if path.startswith(("/private/", "/noindex/"))], asked
+    for path in ("/private/diary", "/private/more", "/noindex/drafts", "/noindex/"):
+        page = result.page(running["groups.test"].url(path))
+        assert page.state == "disallowed", path
+        assert page.fetched_at is None, path
+    assert result.page(running["groups.test"].url("/public/two")).state == "ok"
