@@ -160,7 +160,7 @@ def left_out_note(graph: LinkGraph) -> str:
     left = graph.left_out
     return (
         f"Left out because robots.txt disallows researcher: {left.pages} pages "
-        f"({left.capsules} whole capsules), with their links."
+        f"(whole capsules: {left.capsules}), with their links."
     )
 
 

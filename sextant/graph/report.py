@@ -91,8 +91,8 @@ def render_stats(stats: GraphStats, *, limit: int = LIMIT) -> str:
 
 def _left_out(pages: int, capsules: int) -> str:
     return (
-        f"left out because robots.txt disallows researcher: {pages:,} pages, "
-        f"{capsules:,} whole capsules"
+        f"left out because robots.txt disallows researcher: {pages:,} pages; "
+        f"whole capsules: {capsules:,}"
     )
 
 
