@@ -7,6 +7,12 @@ A real TLS capsule on loopback serves the file from the issue, where ``*`` close
 
 from __future__ import annotations
 
+from sqlalchemy import select
+
+from sextant.census import census
+from sextant.graph.researcher import left_out
+from sextant.store import Page
+from sextant.urls import parse
 from tests.crawler.crawling import crawl
 from tests.gemini_server import ScriptedCapsule, gemtext, plain
 
@@ -45,3 +51,19 @@ async def test_star_and_indexer_groups_are_both_obeyed(tmp_path, capsules):
         assert page.state == "disallowed", path
         assert page.fetched_at is None, path
     assert result.page(running["groups.test"].url("/public/two")).state == "ok"
+
+
+async def test_the_census_of_that_crawl_answers_to_researcher_not_indexer(tmp_path, capsules):
+    site = issue_capsule()
+    running = await capsules(site)
+    result = await crawl(tmp_path, running, running["groups.test"].url("/"))
+    with result.session() as session:
+        left = left_out(session)
+        counted = census(session, left=left)
+        urls = dict(session.execute(select(Page.id, Page.url)).all())
+    # "*" keeps /private/ from everyone; /noindex/ is only the indexer's to avoid.
+    left_paths = {parse(urls[int(page_id)]).path for page_id in left.page_ids}
+    assert left_paths == {"/private/diary", "/private/more"}
+    assert counted.pages_left_out == 2
+    assert counted.pages == len(urls) - 2
+    assert dict(counted.pages_by_state)["disallowed"] == 2  # the two /noindex/ pages
