@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
@@ -568,3 +569,19 @@ def test_parse_and_match_never_raise_on_directive_soup(lines, path):
     policy = RobotsPolicy.parse(text)
     assert isinstance(policy.allowed(path), bool)
     assert isinstance(policy.rules_for(), tuple)
+
+
+def test_the_documentation_example_means_what_the_page_says():
+    page = Path(__file__).parent.parent / "search_capsule/static/documentation/indexing.gmi"
+    examples = re.findall(r"```robots\.txt\n(.*?)```", page.read_text("utf-8"), re.S)
+    crawler_example, researcher_example = (RobotsPolicy.parse(text) for text in examples)
+    # "The crawler fetches neither /private/ nor /noindex/", and waits five seconds.
+    assert not crawler_example.allowed("/private/a")
+    assert not crawler_example.allowed("/noindex/a")
+    assert crawler_example.allowed("/public")
+    assert crawler_example.crawl_delay() == 5.0
+    # "they leave out /private/ but count /noindex/ pages".
+    assert not crawler_example.allowed("/private/a", RESEARCHER_AGENTS)
+    assert crawler_example.allowed("/noindex/a", RESEARCHER_AGENTS)
+    assert researcher_example.closed(RESEARCHER_AGENTS)
+    assert not researcher_example.closed()  # the crawler is not a researcher
