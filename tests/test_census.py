@@ -387,18 +387,9 @@ def test_more_left_out_pages_than_one_batch_holds(store):
     with store.begin() as session:
         hoard = _capsule("hoard.test", last_success_at=NOW)
         session.add(hoard)
+        small_gemtext = {"state": "ok", "mime": "text/gemini", "size": 10, "fetched_at": NOW}
         session.add_all(
-            _page(
-                hoard,
-                f"/{'private' if i % 3 else 'public'}/{i}",
-                state="ok",
-                status=20,
-                mime="text/gemini",
-                lang="en",
-                charset="utf-8",
-                size=10,
-                fetched_at=NOW,
-            )
+            _page(hoard, f"/{'private' if i % 3 else 'public'}/{i}", **small_gemtext)
             for i in range(many)
         )
         session.flush()
