@@ -19,7 +19,7 @@ from sextant.graph.load import load_graph
 from sextant.graph.researcher import left_out
 from sextant.graph.stats import graph_stats
 from sextant.robots import RobotsPolicy
-from sextant.store import Page, UserRobots
+from sextant.store import Capsule, Page, UserRobots
 from tests.graph.conftest import (
     LEFT_OUT,
     NOW,
@@ -185,3 +185,34 @@ def test_each_robots_txt_is_parsed_once_however_many_pages(graph_store, monkeypa
         left = left_out(session)
     assert len(parsed) == 3  # alpha, beta, gamma; delta's 51 needs no parsing
     assert left.pages == 3 + count // 2  # every "/2/..." page, across several batches
+
+
+def test_more_robots_files_than_one_read_holds(graph_store):
+    # Files are read a batch at a time to bound memory (each may be 512 KiB); none is lost.
+    many = researcher.FILE_BATCH * 2 + 1
+    with graph_store.sessions.begin() as session:
+        for i in range(many):
+            closed = Capsule(
+                host=f"closed{i}.test",
+                port=1965,
+                display_host=f"closed{i}.test",
+                first_seen_at=NOW,
+                robots_status=20,
+                robots_txt="User-agent: researcher\nDisallow: /\n",
+            )
+            session.add(closed)
+            session.flush()
+            session.add(
+                Page(
+                    url=f"gemini://closed{i}.test/",
+                    capsule_id=closed.id,
+                    scope=closed.host,
+                    discovered_at=NOW,
+                    updated_at=NOW,
+                )
+            )
+    with graph_store.sessions() as session:
+        left = left_out(session)
+        graph = load_graph(session, left)
+    assert (left.capsules, left.pages) == (many, many)
+    assert (graph.capsules, graph.pages) == (4, 7)  # the spec's space, untouched
