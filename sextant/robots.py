@@ -27,7 +27,7 @@ from string import ascii_letters, digits
 from sextant.errors import MalformedHeader
 from sextant.protocol import Family, family
 
-# Our own name first: it is what the capsule page lists as "rules in force".
+# Every group among these applies; the order only decides how the capsule page lists them.
 DEFAULT_AGENTS = ("sextant", "indexer", "*")  # crawling for the search index
 RESEARCHER_AGENTS = ("sextant", "researcher", "*")  # statistics and graph exports
 
