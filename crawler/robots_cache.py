@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 
 import trio
 
-from sextant.robots import RobotsPolicy, parse_robots_response
+from sextant.robots import RobotsPolicy, allowed_in_user_directory, parse_robots_response
+from sextant.robots import pubnix_user as user_of_path
 from sextant.store import utcnow
 from sextant.urls import GeminiURL
 
@@ -30,8 +31,8 @@ class CachedPolicy:
     policy: RobotsPolicy
     fetched_at: datetime
     crawl_delay: float | None
-    # No rule for our agents (the common case, and every missing robots.txt): no need to
-    # normalize each path just to learn that nothing applies.
+    # No rule in any group addressing us (the common case, and every missing robots.txt):
+    # no need to normalize each path just to learn that nothing applies.
     open: bool = False
 
 
@@ -51,12 +52,7 @@ def _cached(policy: RobotsPolicy, fetched_at: datetime) -> CachedPolicy:
 
 def pubnix_user(url: GeminiURL) -> str | None:
     """``alice`` for ``/~alice/...``; the same rule :func:`sextant.urls.scope_of` uses."""
-    path = url.path
-    if not path.startswith("/~"):
-        return None
-    end = path.find("/", 2)
-    user = path[2:] if end < 0 else path[2:end]
-    return user or None
+    return user_of_path(url.path)
 
 
 def robots_path(user: str | None) -> str:
@@ -138,10 +134,8 @@ class RobotsCache:
     def allows(self, url: GeminiURL, key: RobotsKey) -> bool | None:
         """Whether the cached policy for ``key`` allows ``url``; ``None`` when not cached.
 
-        A ``/~user/robots.txt`` is read both ways its author may have meant it, with paths
-        from the host's root (``Disallow: /~alice/drafts/``) and from the user directory
-        (``Disallow: /drafts/``); a path is allowed only if both readings allow it, the
-        cautious choice :mod:`sextant.robots` makes wherever a file is ambiguous.
+        Every group addressing the crawler (``sextant``, ``indexer``, ``*``) must allow it;
+        a ``/~user/robots.txt`` is read as :func:`allowed_in_user_directory` explains.
         """
         cached = self.fresh(key)
         if cached is None:
@@ -149,11 +143,7 @@ class RobotsCache:
         if cached.open:
             return True
         path = url.path if url.query is None else f"{url.path}?{url.query}"
-        if not cached.policy.allowed(path):
-            return False
         user = key[1]
         if user is None:
-            return True
-        prefix = f"/~{user}"
-        relative = path[len(prefix) :] or "/"
-        return cached.policy.allowed(relative)
+            return cached.policy.allowed(path)
+        return allowed_in_user_directory(cached.policy, user, path)

@@ -247,7 +247,7 @@ class RobotsFacts:
     status: int | None
     fetched_at: datetime | None
     text: str | None
-    rules: tuple[Rule, ...]  # the group in force for our agents
+    rules: tuple[Rule, ...]  # every group addressing our agents
     crawl_delay: float | None
     agents: tuple[str, ...]  # every agent the file addresses
     readable: bool  # a policy is in force (2x parsed, or 5x = allow all)

@@ -5,6 +5,12 @@ capsule's statistics page so both always say the same thing. Every figure is com
 the database (GROUP BY), never by loading rows, so a census of millions of pages stays cheap
 in memory. Breakdowns are ``((label, count), ...)`` sorted by count, largest first (ties by
 label), except :attr:`Census.page_sizes`, which keeps its buckets in size order.
+
+The census is a statistical study, so it leaves out what robots.txt keeps from the
+``researcher`` (:mod:`sextant.graph.researcher`): it counts everything, then counts the
+left-out pages and capsules the same way, a batch of ids at a time, and subtracts. The same
+queries on both sides mean the same rules; a census never writes, not even a temporary
+table, because the search capsule takes it on a read-only connection while a crawl runs.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import ColumnElement, case, func, select, true
 from sqlalchemy.orm import Session
 
+from sextant.graph.researcher import LeftOut, batches, left_out
 from sextant.store.engine import utcnow
 from sextant.store.models import Capsule, CertificateEvent, Link, Page, Run
 
@@ -73,6 +80,8 @@ class Census:
     pages_by_state: Breakdown
     capsules: int
     capsules_reached: int  # at least one successful fetch
+    pages_left_out: int  # robots.txt disallows them to the researcher: in no figure here
+    capsules_left_out: int  # closed to the researcher as a whole
     links: int
     links_within_capsule: int
     links_across_capsules: int
@@ -110,59 +119,163 @@ class Census:
         return result
 
 
-def census(session: Session, *, now: datetime | None = None, soon: timedelta = SOON) -> Census:
-    """Take the census. ``now`` (naive UTC) decides what counts as expired; default: the clock."""
+def census(
+    session: Session,
+    *,
+    now: datetime | None = None,
+    soon: timedelta = SOON,
+    left: LeftOut | None = None,
+) -> Census:
+    """Take the census. ``now`` (naive UTC) decides what counts as expired; default: the clock.
+
+    ``left`` is what robots.txt keeps out, when the caller has judged it already (the link
+    graph needs it too); otherwise it is judged here.
+    """
     now = now or utcnow()
-    pages_by_state = _breakdown(
-        session.execute(select(Page.state, func.count()).group_by(Page.state))
-    )
-    links = _link_totals(session)
-    statuses, families = _statuses(session)
-    tls = _tls(session, now, soon)
-    events = _breakdown(
-        session.execute(select(CertificateEvent.kind, func.count()).group_by(CertificateEvent.kind))
-    )
-    text_ok = (Page.state == "ok") & Page.mime.like("text/%")
+    left = left if left is not None else left_out(session)
+    pages = _page_tally(session, true())
+    for batch in batches(left.page_ids):
+        pages.subtract(_page_tally(session, Page.id.in_(batch)))
+    capsules = _capsule_tally(session, true(), now, soon)
+    for batch in batches(left.capsule_ids):
+        capsules.subtract(_capsule_tally(session, Capsule.id.in_(batch), now, soon))
+    pages_by_state = _breakdown(pages.states.items())
+    statuses, families = _statuses(pages.statuses)
+    links = _link_totals(pages.links)
+    events = _breakdown(capsules.events.items())
+    versions = _breakdown(capsules.tls_versions.items())
+    signer_labels = {True: "self-signed", False: "CA-signed", None: UNKNOWN}
     return Census(
         taken_at=now,
         pages=sum(count for _, count in pages_by_state),
         pages_by_state=pages_by_state,
-        capsules=session.scalar(select(func.count()).select_from(Capsule)) or 0,
-        capsules_reached=session.scalar(
-            select(func.count()).where(Capsule.last_success_at.is_not(None))
-        )
-        or 0,
+        capsules=capsules.facts["capsules"],
+        capsules_reached=capsules.facts["reached"],
+        pages_left_out=left.pages,
+        capsules_left_out=left.capsules,
         links=sum(count for _, count in links["by_scheme"]),
         links_within_capsule=links["within"],
         links_across_capsules=links["across"],
         links_other_schemes=links["other"],
         links_by_scheme=links["by_scheme"],
-        mime_types=_breakdown(
-            session.execute(
-                select(Page.mime, func.count()).where(Page.mime.is_not(None)).group_by(Page.mime)
-            )
-        ),
-        languages=_breakdown(
-            session.execute(select(Page.lang, func.count()).where(text_ok).group_by(Page.lang))
-        ),
-        charsets=_breakdown(
-            session.execute(
-                select(Page.charset, func.count()).where(text_ok).group_by(Page.charset)
-            )
-        ),
+        mime_types=_breakdown(pages.mime_types.items()),
+        languages=_breakdown(pages.languages.items()),
+        charsets=_breakdown(pages.charsets.items()),
         status_families=families,
         statuses=statuses,
-        page_sizes=_page_sizes(session),
-        tls_versions=tls["versions"],
-        certificate_key_types=tls["key_types"],
-        certificate_signers=tls["signers"],
-        certificates=tls["total"],
-        certificates_expired=tls["expired"],
-        certificates_expiring_soon=tls["soon"],
+        page_sizes=tuple(
+            (label, pages.sizes[index]) for index, (_, label) in enumerate(SIZE_BUCKETS)
+        ),
+        tls_versions=versions,
+        certificate_key_types=_breakdown(capsules.key_types.items()),
+        certificate_signers=ranked_breakdown(
+            Counter({signer_labels[v]: n for v, n in capsules.signers.items()})
+        ),
+        certificates=sum(count for _, count in versions),
+        certificates_expired=capsules.facts["expired"],
+        certificates_expiring_soon=capsules.facts["soon"],
         soon_days=soon.days,
         certificate_events=events,
         certificate_changes=sum(count for kind, count in events if kind != "first-seen"),
         last_runs=_last_runs(session),
+    )
+
+
+@dataclass(slots=True)
+class _Tally:
+    """Raw counts before labelling, so the left-out part can be subtracted key by key."""
+
+    def subtract(self, other: _Tally) -> None:
+        for name in self.__dataclass_fields__:
+            getattr(self, name).subtract(getattr(other, name))
+
+
+@dataclass(slots=True)
+class _PageTally(_Tally):
+    states: Counter[Any]
+    mime_types: Counter[Any]  # pages that answered 2x
+    languages: Counter[Any]  # ok text pages
+    charsets: Counter[Any]  # ok text pages
+    statuses: Counter[Any]  # fetched pages, by status (None: no header)
+    sizes: Counter[int]  # by SIZE_BUCKETS index
+    links: Counter[Any]  # links from these pages, by (target scheme, across capsules)
+
+
+@dataclass(slots=True)
+class _CapsuleTally(_Tally):
+    facts: Counter[str]  # capsules, reached, expired, soon
+    tls_versions: Counter[Any]  # capsules whose certificate we have seen
+    key_types: Counter[Any]
+    signers: Counter[Any]  # by self-signed: True, False or None
+    events: Counter[Any]  # certificate events by kind
+
+
+def _page_tally(session: Session, where: ColumnElement[bool]) -> _PageTally:
+    """Page and link counts of the pages ``where`` selects."""
+    text_ok = (Page.state == "ok") & Page.mime.like("text/%")
+
+    def by(column: Any, *conditions: ColumnElement[bool]) -> Counter[Any]:
+        query = select(column, func.count()).where(where, *conditions).group_by(column)
+        return Counter(dict(session.execute(query).all()))
+
+    bucket = case(
+        *((Page.size < bound, index) for index, (bound, _) in enumerate(SIZE_BUCKETS) if bound),
+        else_=len(SIZE_BUCKETS) - 1,
+    ).label("bucket")
+    links = (
+        select(Link.target_scheme, Link.cross_capsule, func.count())
+        .join(Page, Page.id == Link.source_id)
+        .where(where)
+        .group_by(Link.target_scheme, Link.cross_capsule)
+    )
+    return _PageTally(
+        states=by(Page.state),
+        mime_types=by(Page.mime, Page.mime.is_not(None)),
+        languages=by(Page.lang, text_ok),
+        charsets=by(Page.charset, text_ok),
+        statuses=by(Page.status, Page.fetched_at.is_not(None) | Page.status.is_not(None)),
+        sizes=by(bucket, Page.size.is_not(None)),
+        links=Counter(
+            {(scheme, _bool_or_none(cross)): n for scheme, cross, n in session.execute(links)}
+        ),
+    )
+
+
+def _capsule_tally(
+    session: Session, where: ColumnElement[bool], now: datetime, soon: timedelta
+) -> _CapsuleTally:
+    """Capsule and certificate counts of the capsules ``where`` selects."""
+    seen = Capsule.tls_fingerprint.is_not(None)
+
+    def count(*conditions: ColumnElement[bool]) -> int:
+        return (
+            session.scalar(select(func.count()).select_from(Capsule).where(where, *conditions)) or 0
+        )
+
+    def by(column: Any) -> Counter[Any]:
+        query = select(column, func.count()).where(where, seen).group_by(column)
+        return Counter(dict(session.execute(query).all()))
+
+    events = (
+        select(CertificateEvent.kind, func.count())
+        .join(Capsule, Capsule.id == CertificateEvent.capsule_id)
+        .where(where)
+        .group_by(CertificateEvent.kind)
+    )
+    signers: Counter[Any] = Counter()
+    for value, n in by(Capsule.tls_self_signed).items():
+        signers[_bool_or_none(value)] += n
+    return _CapsuleTally(
+        facts=Counter(
+            capsules=count(),
+            reached=count(Capsule.last_success_at.is_not(None)),
+            expired=count(seen, Capsule.tls_not_after < now),
+            soon=count(seen, Capsule.tls_not_after >= now, Capsule.tls_not_after < now + soon),
+        ),
+        tls_versions=by(Capsule.tls_version),
+        key_types=by(Capsule.tls_key_type),
+        signers=signers,
+        events=Counter(dict(session.execute(events).all())),
     )
 
 
@@ -175,18 +288,15 @@ def _breakdown(rows: Iterable[Any]) -> Breakdown:
 
 def ranked_breakdown(counts: Mapping[str, int]) -> Breakdown:
     """Labels by count, largest first, ties by label, zeros left out."""
-    return tuple(sorted(((k, v) for k, v in counts.items() if v), key=lambda kv: (-kv[1], kv[0])))
+    return tuple(
+        sorted(((k, v) for k, v in counts.items() if v > 0), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
-def _link_totals(session: Session) -> dict[str, Any]:
-    rows = session.execute(
-        select(Link.target_scheme, Link.cross_capsule, func.count()).group_by(
-            Link.target_scheme, Link.cross_capsule
-        )
-    ).all()
+def _link_totals(tally: Counter[Any]) -> dict[str, Any]:
     by_scheme: Counter[str] = Counter()
     within = across = other = 0
-    for scheme, cross, count in rows:
+    for (scheme, cross), count in tally.items():
         by_scheme[scheme or UNKNOWN] += count
         if scheme != "gemini":
             other += count
@@ -202,15 +312,10 @@ def _link_totals(session: Session) -> dict[str, Any]:
     }
 
 
-def _statuses(session: Session) -> tuple[Breakdown, Breakdown]:
-    rows = session.execute(
-        select(Page.status, func.count())
-        .where(Page.fetched_at.is_not(None) | Page.status.is_not(None))
-        .group_by(Page.status)
-    ).all()
+def _statuses(tally: Counter[Any]) -> tuple[Breakdown, Breakdown]:
     statuses: Counter[str] = Counter()
     families: Counter[str] = Counter()
-    for status, count in rows:
+    for status, count in tally.items():
         if status is None:
             statuses[NO_RESPONSE] += count
             families[NO_RESPONSE] += count
@@ -218,56 +323,6 @@ def _statuses(session: Session) -> tuple[Breakdown, Breakdown]:
         statuses[str(status)] += count
         families[STATUS_FAMILIES.get(status // 10, f"{status // 10}x other")] += count
     return ranked_breakdown(statuses), ranked_breakdown(families)
-
-
-def _page_sizes(session: Session) -> Breakdown:
-    whens = []
-    for index, (bound, _) in enumerate(SIZE_BUCKETS):
-        if bound is not None:
-            whens.append((Page.size < bound, index))
-    bucket = case(*whens, else_=len(SIZE_BUCKETS) - 1)
-    rows = session.execute(
-        select(bucket.label("bucket"), func.count())
-        .where(Page.size.is_not(None))
-        .group_by("bucket")
-    ).all()
-    counts = dict(rows)
-    return tuple((label, counts.get(index, 0)) for index, (_, label) in enumerate(SIZE_BUCKETS))
-
-
-def _tls(session: Session, now: datetime, soon: timedelta) -> dict[str, Any]:
-    seen = Capsule.tls_fingerprint.is_not(None)
-    versions = _breakdown(
-        session.execute(
-            select(Capsule.tls_version, func.count()).where(seen).group_by(Capsule.tls_version)
-        )
-    )
-    key_types = _breakdown(
-        session.execute(
-            select(Capsule.tls_key_type, func.count()).where(seen).group_by(Capsule.tls_key_type)
-        )
-    )
-    signer_rows = session.execute(
-        select(Capsule.tls_self_signed, func.count()).where(seen).group_by(Capsule.tls_self_signed)
-    ).all()
-    signer_labels = {True: "self-signed", False: "CA-signed", None: UNKNOWN}
-    signers = ranked_breakdown(
-        Counter({signer_labels[_bool_or_none(v)]: n for v, n in signer_rows})
-    )
-    expired = session.scalar(select(func.count()).where(seen, Capsule.tls_not_after < now))
-    expiring = session.scalar(
-        select(func.count()).where(
-            seen, Capsule.tls_not_after >= now, Capsule.tls_not_after < now + soon
-        )
-    )
-    return {
-        "versions": versions,
-        "key_types": key_types,
-        "signers": signers,
-        "total": sum(count for _, count in versions),
-        "expired": expired or 0,
-        "soon": expiring or 0,
-    }
 
 
 def _bool_or_none(value: Any) -> bool | None:

@@ -1,10 +1,17 @@
 """robots.txt as Gemini capsules write it, interpreted politely.
 
 The Gemini companion spec (geminiprotocol.net/docs/companion/robots.gmi) adopts the web's
-format and adds *virtual* user agents named after a bot's purpose; a search engine answers
-to ``indexer`` and ``*``, and we also honour our own name, ``sextant``. For everything the
-companion spec leaves open we follow RFC 9309 (the web's robots.txt standard): groups,
-longest-match precedence, ``*`` and ``$``, an always-allowed ``/robots.txt``.
+format and adds *virtual* user agents named after a bot's purpose: a bot respects the one
+matching its activity and "should still respect" the rules for ``*``. The crawler answers to
+``indexer``, the statistics and graph exports to ``researcher``, and both to our own name,
+``sextant``, and to ``*``.
+
+Where RFC 9309 (the web's robots.txt standard) lets only the most specific group apply, we
+apply *every* group that addresses us: a path is allowed only if each of them allows it, and
+the largest Crawl-delay among them holds. Within one group RFC 9309 decides: longest-match
+precedence, Allow winning ties, ``*`` and ``$``, an always-allowed ``/robots.txt``. An Allow
+in one group never reopens what another group closes, so ``User-agent: indexer`` with
+``Allow: /`` does not undo ``User-agent: *`` with ``Disallow: /private/``.
 
 Capsule authors write these files by hand, sometimes serve them as text/gemini, and make
 the web's usual mistakes; where a file is ambiguous we choose the reading that crawls less.
@@ -20,7 +27,9 @@ from string import ascii_letters, digits
 from sextant.errors import MalformedHeader
 from sextant.protocol import Family, family
 
-DEFAULT_AGENTS = ("sextant", "indexer", "*")
+# Every group among these applies; the order only decides how the capsule page lists them.
+DEFAULT_AGENTS = ("sextant", "indexer", "*")  # crawling for the search index
+RESEARCHER_AGENTS = ("sextant", "researcher", "*")  # statistics and graph exports
 
 # Like Google, read at most this much: a robots.txt larger than this is a mistake or an
 # attack, and rules past the limit are unlikely to be the ones that matter.
@@ -152,6 +161,22 @@ def _agent_tokens(value: str) -> list[str]:
     return [token for token in tokens if token]
 
 
+def _group_allows(group: _Group, normalized: str) -> bool:
+    """RFC 9309 within one group: the longest matching pattern decides, Allow wins ties."""
+    best: tuple[int, bool] | None = None
+    for rule in group.rules:
+        if rule.matches(normalized):
+            candidate = (len(rule.pattern), rule.allow)
+            if best is None or candidate > best:
+                best = candidate
+    return best is None or best[1]
+
+
+def _matches_every_path(pattern: str) -> bool:
+    """``/``, ``*``, ``/*``: a prefix every normalized path (which starts with ``/``) has."""
+    return not pattern.endswith("$") and pattern.replace("*", "") in ("", "/")
+
+
 def _parse_delay(value: str) -> float | None:
     try:
         delay = float(value)
@@ -224,47 +249,48 @@ class RobotsPolicy:
                     group.crawl_delay = max(delay, group.crawl_delay or 0.0)
         return cls(groups)
 
-    def _group_for(self, agents: Sequence[str]) -> _Group | None:
-        """The group of the first agent in ``agents`` that the file names: earlier agents are
-        more specific, so a ``sextant`` group overrides ``indexer``, which overrides ``*``."""
+    def _groups_for(self, agents: Sequence[str]) -> list[_Group]:
+        """The group of each of ``agents`` that the file names, in the order of ``agents``."""
         if isinstance(agents, str):  # a lone name, not a sequence of one-letter agents
             agents = (agents,)
-        for agent in agents:
-            group = self._groups.get(agent.strip().lower())
-            if group is not None:
-                return group
-        return None
+        names = dict.fromkeys(agent.strip().lower() for agent in agents)
+        return [self._groups[name] for name in names if name in self._groups]
 
     def allowed(self, path: str, agents: Sequence[str] = DEFAULT_AGENTS) -> bool:
-        """Whether ``path`` (with its ``?query``, if any) may be fetched.
+        """Whether ``path`` (with its ``?query``, if any) may be fetched: only if every group
+        addressing one of ``agents`` allows it.
 
-        The longest matching pattern decides; at equal length Allow wins (RFC 9309 §2.2.2).
-        ``/robots.txt`` itself is always allowed (§2.2.2), otherwise we could never reread it.
+        Within a group the longest matching pattern decides; at equal length Allow wins (RFC
+        9309 §2.2.2). ``/robots.txt`` itself is always allowed (§2.2.2), otherwise we could
+        never reread it.
         """
         normalized = _normalize_path(path)
         if normalized.partition("?")[0] == "/robots.txt":
             return True
-        group = self._group_for(agents)
-        if group is None:
-            return True
-        best: tuple[int, bool] | None = None
-        for rule in group.rules:
-            if rule.matches(normalized):
-                candidate = (len(rule.pattern), rule.allow)
-                if best is None or candidate > best:
-                    best = candidate
-        return best is None or best[1]
+        return all(_group_allows(group, normalized) for group in self._groups_for(agents))
+
+    def closed(self, agents: Sequence[str] = DEFAULT_AGENTS) -> bool:
+        """Whether some group addressing ``agents`` disallows every path and reopens none
+        (``Disallow: /`` without an Allow): the author wants the whole capsule left alone."""
+        return any(
+            any(not rule.allow and _matches_every_path(rule.pattern) for rule in group.rules)
+            and not any(rule.allow for rule in group.rules)
+            for group in self._groups_for(agents)
+        )
 
     def crawl_delay(self, agents: Sequence[str] = DEFAULT_AGENTS) -> float | None:
-        """Seconds between requests asked by the group in force; unbounded, so the crawler
-        applies its own ceiling."""
-        group = self._group_for(agents)
-        return None if group is None else group.crawl_delay
+        """The largest Crawl-delay among the groups addressing ``agents``, in seconds;
+        unbounded, so the crawler applies its own ceiling."""
+        delays = [g.crawl_delay for g in self._groups_for(agents) if g.crawl_delay is not None]
+        return max(delays) if delays else None
 
     def rules_for(self, agents: Sequence[str] = DEFAULT_AGENTS) -> tuple[Rule, ...]:
-        """The rules of the group in force, in file order (normalized patterns)."""
-        group = self._group_for(agents)
-        return () if group is None else tuple(group.rules)
+        """The rules of every group addressing ``agents`` (normalized patterns), group by
+        group in the order of ``agents``, each group in file order, each rule once (a line
+        under ``User-agent: indexer, sextant`` belongs to both groups). Empty: nothing
+        applies."""
+        groups = self._groups_for(agents)
+        return tuple(dict.fromkeys(rule for group in groups for rule in group.rules))
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -273,6 +299,29 @@ class RobotsPolicy:
 
     def __repr__(self) -> str:
         return f"RobotsPolicy(agents={list(self._groups)!r})"
+
+
+def pubnix_user(path: str) -> str | None:
+    """``alice`` for ``/~alice/...``: on a pubnix each ``/~user/`` directory is a person's
+    capsule, whose own ``/~alice/robots.txt`` covers that directory."""
+    if not path.startswith("/~"):
+        return None
+    end = path.find("/", 2)
+    return (path[2:] if end < 0 else path[2:end]) or None
+
+
+def allowed_in_user_directory(
+    policy: RobotsPolicy, user: str, path: str, agents: Sequence[str] = DEFAULT_AGENTS
+) -> bool:
+    """Whether a pubnix user's own robots.txt allows ``path`` (a path in ``/~user/``).
+
+    Its author may have written paths from the host's root (``Disallow: /~alice/drafts/``)
+    or from the user directory (``Disallow: /drafts/``); a path is allowed only if both
+    readings allow it, the cautious choice this module makes wherever a file is ambiguous.
+    """
+    if not policy.allowed(path, agents):
+        return False
+    return policy.allowed(path[len(f"/~{user}") :] or "/", agents)
 
 
 def parse_robots_response(status: int, body: str | None) -> RobotsPolicy | None:

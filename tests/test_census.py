@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import delete, select, text, update
 
 from sextant.census import SIZE_BUCKETS, census
+from sextant.graph import researcher
 from sextant.store import (
     Capsule,
     CertificateEvent,
@@ -306,3 +308,97 @@ def test_census_runs_on_a_read_only_connection(store):
             session.execute(text("SET TRANSACTION READ ONLY"))
         assert census(session, now=NOW).pages == 11
         session.rollback()
+
+
+# Written as the crawler keeps them; beta closes itself to the researcher, alpha and gamma
+# close one page each, and indexer's rule on alpha/old is not the researcher's business.
+RESEARCHER_ROBOTS = {
+    "alpha.test": "User-agent: *\nDisallow: /fr\n\nUser-agent: indexer\nDisallow: /old\n",
+    "beta.test": "User-agent: researcher\nDisallow: /\n",
+    "gamma.test": "User-agent: researcher\nAllow: /\nDisallow: /private\n",
+}
+LEFT_OUT_PAGES = {
+    "gemini://alpha.test/fr",
+    "gemini://beta.test/",
+    "gemini://beta.test/moved",
+    "gemini://beta.test/gone",
+    "gemini://beta.test/search",
+    "gemini://gamma.test/private",
+}
+
+
+def _write_robots(session):
+    for host, robots in RESEARCHER_ROBOTS.items():
+        session.execute(
+            update(Capsule)
+            .where(Capsule.host == host)
+            .values(robots_status=20, robots_txt=robots, robots_fetched_at=NOW)
+        )
+
+
+def _read_only(session):
+    if session.bind.dialect.name == "sqlite":
+        session.execute(text("PRAGMA query_only = ON"))
+    else:
+        session.execute(text("SET TRANSACTION READ ONLY"))
+
+
+def test_census_leaves_out_what_robots_keeps_from_the_researcher(store):
+    with store.begin() as session:
+        _fill(session)
+        _write_robots(session)
+    with store() as session:
+        _read_only(session)  # judging robots.txt must not need a write either
+        studied = census(session, now=NOW)
+        session.rollback()
+        if session.bind.dialect.name == "sqlite":  # the pragma outlives the transaction
+            session.execute(text("PRAGMA query_only = OFF"))
+
+    assert (studied.pages_left_out, studied.capsules_left_out) == (len(LEFT_OUT_PAGES), 1)
+    assert studied.pages == 11 - len(LEFT_OUT_PAGES)
+    assert dict(studied.pages_by_state) == {"ok": 3, "error": 1, "new": 1}
+    assert (studied.capsules, studied.capsules_reached) == (3, 1)
+    assert studied.links == 3  # home_a's three links; fr_a's and home_b's are gone
+    assert (studied.links_within_capsule, studied.links_across_capsules) == (1, 1)
+    assert studied.certificates == 2
+    assert studied.certificate_events == (("first-seen", 2),)
+    assert studied.as_dict()["pages_left_out"] == len(LEFT_OUT_PAGES)
+
+    # The oracle: the census of a store that never held the left-out part, with nothing
+    # for robots.txt to forbid, says exactly the same.
+    with store.begin() as session:
+        left = select(Page.id).where(Page.url.in_(LEFT_OUT_PAGES))
+        beta = select(Capsule.id).where(Capsule.host == "beta.test")
+        session.execute(delete(Link).where(Link.source_id.in_(left)))
+        session.execute(update(Link).where(Link.target_id.in_(left)).values(target_id=None))
+        session.execute(delete(Page).where(Page.id.in_(left)))
+        session.execute(delete(CertificateEvent).where(CertificateEvent.capsule_id.in_(beta)))
+        session.execute(delete(Capsule).where(Capsule.host == "beta.test"))
+        session.execute(update(Capsule).values(robots_status=None, robots_txt=None))
+    with store() as session:
+        smaller = census(session, now=NOW)
+    assert (smaller.pages_left_out, smaller.capsules_left_out) == (0, 0)
+    assert dataclasses.replace(studied, pages_left_out=0, capsules_left_out=0) == smaller
+
+
+def test_more_left_out_pages_than_one_batch_holds(store):
+    # The left-out part is counted a batch of ids at a time; many batches must add up.
+    many = researcher.ID_BATCH * 2 + 3
+    with store.begin() as session:
+        hoard = _capsule("hoard.test", last_success_at=NOW)
+        session.add(hoard)
+        small_gemtext = {"state": "ok", "mime": "text/gemini", "size": 10, "fetched_at": NOW}
+        session.add_all(
+            _page(hoard, f"/{'private' if i % 3 else 'public'}/{i}", **small_gemtext)
+            for i in range(many)
+        )
+        session.flush()
+        hoard.robots_status, hoard.robots_txt = 20, "User-agent: *\nDisallow: /private/\n"
+    public = len([i for i in range(many) if i % 3 == 0])
+    with store() as session:
+        result = census(session, now=NOW)
+    assert result.pages_left_out == many - public
+    assert result.pages == public
+    assert dict(result.mime_types) == {"text/gemini": public}
+    assert dict(result.page_sizes)["1 B-1 KiB"] == public
+    assert result.capsules_left_out == 0

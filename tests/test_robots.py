@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given
@@ -12,10 +13,13 @@ from hypothesis import strategies as st
 from sextant.robots import (
     DEFAULT_AGENTS,
     MAX_ROBOTS_CHARS,
+    RESEARCHER_AGENTS,
     RobotsPolicy,
     Rule,
+    allowed_in_user_directory,
     normalize_percent_encoding,
     parse_robots_response,
+    pubnix_user,
 )
 
 LAYERED = """\
@@ -32,43 +36,158 @@ Disallow: /drafts
 """
 
 
-# ---------------------------------------------------------------- which group is in force
+# ---------------------------------------------------------------- every group that addresses us
+
+# The issue's file: "*" closes /private/ and indexer closes /noindex/. Read as RFC 9309
+# does (most specific group only), indexer's group would hide "*"'s and /private/ was
+# fetched; the companion spec says a bot "should still respect" the "*" rules.
+ISSUE = """\
+User-agent: *
+Disallow: /private/
+
+User-agent: indexer
+Disallow: /noindex/
+"""
 
 
 @pytest.mark.parametrize(
     ("agents", "path", "allowed"),
     [
-        (DEFAULT_AGENTS, "/private/x", True),  # sextant's own group wins over indexer's
-        (DEFAULT_AGENTS, "/drafts/x", False),
+        (DEFAULT_AGENTS, "/private/x", False),
+        (DEFAULT_AGENTS, "/noindex/x", False),
         (DEFAULT_AGENTS, "/public", True),
-        (("indexer", "*"), "/private/x", False),
-        (("indexer", "*"), "/drafts/x", True),
-        (("indexer", "*"), "/public", True),
+        (RESEARCHER_AGENTS, "/private/x", False),
+        (RESEARCHER_AGENTS, "/noindex/x", True),  # indexer's rules are not the researcher's
+        (("indexer",), "/private/x", True),  # without "*" only indexer's group applies
+    ],
+)
+def test_the_issue_file(agents, path, allowed):
+    assert RobotsPolicy.parse(ISSUE).allowed(path, agents) is allowed
+
+
+@pytest.mark.parametrize(
+    ("agents", "path", "allowed"),
+    [
+        (DEFAULT_AGENTS, "/private/x", False),  # indexer's rule holds beside sextant's group
+        (DEFAULT_AGENTS, "/drafts/x", False),
+        (DEFAULT_AGENTS, "/public", False),  # "*" closes everything, whatever others say
+        (("indexer", "sextant"), "/private/x", False),
+        (("indexer", "sextant"), "/drafts/x", False),
+        (("indexer", "sextant"), "/public", True),
+        (("indexer",), "/drafts/x", True),
         (("*",), "/public", False),
-        (("archiver", "*"), "/public", False),  # unnamed agent falls back to *
+        (("archiver", "*"), "/public", False),  # an unnamed agent still meets *
         (("archiver",), "/public", True),  # no group at all: nothing forbids
         (("SEXTANT",), "/drafts/x", False),  # case-insensitive on our side too
         ("sextant", "/drafts/x", False),  # a lone name is not a sequence of letters
+        ("sextant", "/private/x", True),
     ],
 )
-def test_most_specific_agent_group_wins(agents, path, allowed):
+def test_every_group_addressing_us_must_allow(agents, path, allowed):
     assert RobotsPolicy.parse(LAYERED).allowed(path, agents) is allowed
 
 
 @pytest.mark.parametrize(
-    ("agents", "delay"),
-    [(DEFAULT_AGENTS, None), (("indexer", "*"), 10.0), (("*",), 30.0), (("archiver",), None)],
+    ("text", "path", "allowed"),
+    [
+        # An Allow in one group does not reopen what another group closes ...
+        ("User-agent: *\nDisallow: /a/\n\nUser-agent: indexer\nAllow: /a/\n", "/a/x", False),
+        ("User-agent: sextant\nAllow: /\n\nUser-agent: *\nDisallow: /\n", "/x", False),
+        # ... and an empty Disallow in a specific group grants nothing over "*".
+        ("User-agent: *\nDisallow: /\n\nUser-agent: indexer\nDisallow:\n", "/x", False),
+        # Within one group RFC 9309 still holds: the longest match wins, Allow wins ties.
+        ("User-agent: *\nDisallow: /a/\nAllow: /a/open\n", "/a/open/1", True),
+        (
+            "User-agent: *\nDisallow: /a/\nAllow: /a/open\n\nUser-agent: indexer\n"
+            "Disallow: /a/open/secret\n",
+            "/a/open/1",
+            True,
+        ),
+        (
+            "User-agent: *\nDisallow: /a/\nAllow: /a/open\n\nUser-agent: indexer\n"
+            "Disallow: /a/open/secret\n",
+            "/a/open/secret",
+            False,
+        ),
+        ("User-agent: *\nDisallow: /p\nAllow: /p\n\nUser-agent: indexer\nAllow: /q\n", "/p", True),
+        # One group naming two of our agents counts once and still applies.
+        ("User-agent: indexer, sextant\nDisallow: /both/\n", "/both/x", False),
+    ],
 )
-def test_crawl_delay_comes_from_the_group_in_force(agents, delay):
+def test_groups_combine_but_do_not_override_each_other(text, path, allowed):
+    assert RobotsPolicy.parse(text).allowed(path) is allowed
+
+
+@pytest.mark.parametrize(
+    ("agents", "delay"),
+    [
+        (DEFAULT_AGENTS, 30.0),  # the largest of sextant's (none), indexer's 10 and *'s 30
+        (("indexer", "*"), 30.0),
+        (("indexer", "sextant"), 10.0),
+        (("*",), 30.0),
+        (("sextant",), None),
+        (("archiver",), None),
+    ],
+)
+def test_crawl_delay_is_the_largest_of_the_groups_addressing_us(agents, delay):
     assert RobotsPolicy.parse(LAYERED).crawl_delay(agents) == delay
 
 
-def test_rules_for_shows_the_group_in_force_in_file_order():
+def test_rules_for_lists_every_group_addressing_us_in_agent_order():
     policy = RobotsPolicy.parse(LAYERED + "User-agent: sextant\nAllow: /drafts/public\n")
-    assert policy.rules_for() == (Rule(False, "/drafts"), Rule(True, "/drafts/public"))
+    assert policy.rules_for() == (
+        Rule(False, "/drafts"),
+        Rule(True, "/drafts/public"),
+        Rule(False, "/private"),
+        Rule(False, "/"),
+    )
     assert policy.rules_for(("*",)) == (Rule(False, "/"),)
     assert policy.rules_for(("nobody",)) == ()
     assert set(policy.agents) == {"*", "indexer", "sextant"}
+    shared = RobotsPolicy.parse("User-agent: sextant, indexer\nDisallow: /x\n")
+    assert shared.rules_for() == (Rule(False, "/x"),)  # one group, listed once
+
+
+@pytest.mark.parametrize(
+    ("text", "closed"),
+    [
+        ("User-agent: researcher\nDisallow: /\n", True),
+        ("User-agent: *\nDisallow: *\n", True),
+        ("User-agent: *\nDisallow: /*\n", True),
+        ("Disallow: /\n", True),  # rules before any User-agent are everybody's
+        ("User-agent: researcher\nDisallow: /\nAllow: /pub/\n", False),  # reopens a part
+        ("User-agent: *\nDisallow: /\n\nUser-agent: researcher\nAllow: /\n", True),
+        ("User-agent: researcher\nDisallow: /$\n", False),  # only the home page
+        ("User-agent: researcher\nDisallow: /a\n", False),
+        ("User-agent: indexer\nDisallow: /\n", False),  # not addressed to the researcher
+        ("", False),
+    ],
+)
+def test_closed_means_a_group_addressing_us_disallows_every_path(text, closed):
+    assert RobotsPolicy.parse(text).closed(RESEARCHER_AGENTS) is closed
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "allowed"),
+    [
+        ("User-agent: *\nDisallow: /~ann/drafts/\n", "/~ann/drafts/1", False),  # from the root
+        ("User-agent: *\nDisallow: /drafts/\n", "/~ann/drafts/1", False),  # from ~ann/
+        ("User-agent: *\nDisallow: /drafts/\n", "/~ann/notes", True),
+        ("User-agent: *\nDisallow: /$\n", "/~ann", False),  # the directory itself is its "/"
+        ("User-agent: *\nDisallow: /a\n\nUser-agent: researcher\nDisallow: /b\n", "/~ann/b", False),
+    ],
+)
+def test_a_pubnix_users_file_is_read_both_ways(text, path, allowed):
+    policy = RobotsPolicy.parse(text)
+    assert allowed_in_user_directory(policy, "ann", path, RESEARCHER_AGENTS) is allowed
+
+
+@pytest.mark.parametrize(
+    ("path", "user"),
+    [("/~ann/x", "ann"), ("/~ann", "ann"), ("/~/x", None), ("/x/~ann/", None), ("/", None)],
+)
+def test_pubnix_user(path, user):
+    assert pubnix_user(path) == user
 
 
 @pytest.mark.parametrize(
@@ -193,10 +312,10 @@ def test_empty_disallow_or_no_rules_allows_everything(text):
     assert policy.rules_for() == ()
 
 
-def test_empty_disallow_in_a_specific_group_overrides_star():
+def test_empty_disallow_in_a_specific_group_does_not_override_star():
     policy = RobotsPolicy.parse("User-agent: *\nDisallow: /\n\nUser-agent: indexer\nDisallow:\n")
-    assert policy.allowed("/x")
-    assert not policy.allowed("/x", ("*",))
+    assert not policy.allowed("/x")
+    assert policy.allowed("/x", ("indexer",))
 
 
 def test_robots_txt_itself_is_always_allowed():
@@ -370,11 +489,11 @@ def test_the_largest_crawl_delay_in_a_group_wins():
 
 
 def test_crawl_delay_line_keeps_the_group_together():
-    text = "User-agent: indexer\nCrawl-delay: 4\nDisallow: /a\nUser-agent: *\nDisallow: /\n"
+    text = "User-agent: indexer\nCrawl-delay: 4\nDisallow: /a\nUser-agent: *\nDisallow: /b\n"
     policy = RobotsPolicy.parse(text)
     assert policy.crawl_delay() == 4.0
-    assert policy.allowed("/b")
-    assert not policy.allowed("/a")
+    assert policy.rules_for(("indexer",)) == (Rule(False, "/a"),)
+    assert policy.rules_for(("*",)) == (Rule(False, "/b"),)
 
 
 # ---------------------------------------------------------------- fetch outcome
@@ -450,3 +569,19 @@ def test_parse_and_match_never_raise_on_directive_soup(lines, path):
     policy = RobotsPolicy.parse(text)
     assert isinstance(policy.allowed(path), bool)
     assert isinstance(policy.rules_for(), tuple)
+
+
+def test_the_documentation_example_means_what_the_page_says():
+    page = Path(__file__).parent.parent / "search_capsule/static/documentation/indexing.gmi"
+    examples = re.findall(r"```robots\.txt\n(.*?)```", page.read_text("utf-8"), re.S)
+    crawler_example, researcher_example = (RobotsPolicy.parse(text) for text in examples)
+    # "The crawler fetches neither /private/ nor /noindex/", and waits five seconds.
+    assert not crawler_example.allowed("/private/a")
+    assert not crawler_example.allowed("/noindex/a")
+    assert crawler_example.allowed("/public")
+    assert crawler_example.crawl_delay() == 5.0
+    # "they leave out /private/ but count /noindex/ pages".
+    assert not crawler_example.allowed("/private/a", RESEARCHER_AGENTS)
+    assert crawler_example.allowed("/noindex/a", RESEARCHER_AGENTS)
+    assert researcher_example.closed(RESEARCHER_AGENTS)
+    assert not researcher_example.closed()  # the crawler is not a researcher

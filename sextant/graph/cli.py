@@ -41,18 +41,23 @@ def graph() -> None:
 def stats(settings: Settings, as_json: bool, top: int, quiet: bool) -> None:
     """Pages, capsules and links; degrees, top pages and capsules, components, reach.
 
-    Includes the census (see `sextant graph census`).
+    Includes the census (see `sextant graph census`). Pages and capsules whose robots.txt
+    disallows the agent `researcher` are left out, and counted as such.
     """
     from sextant.census import census
+    from sextant.graph.load import load_graph
     from sextant.graph.report import render_census, render_stats
+    from sextant.graph.researcher import left_out
     from sextant.graph.stats import graph_stats
 
     status = _Status(quiet)
     with _session(settings) as session:
+        status("reading robots.txt files")
+        left = left_out(session)  # judged once for both the census and the graph
         status("taking the census")
-        counted = census(session)
+        counted = census(session, left=left)
         status("reading the link graph and computing PageRank")
-        result = graph_stats(session, top=top)
+        result = graph_stats(session, load_graph(session, left), top=top)
     status.done()
     if as_json:
         _echo_json({"census": counted.as_dict(), "graph": result.as_dict()})
@@ -64,7 +69,11 @@ def stats(settings: Settings, as_json: bool, top: int, quiet: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @pass_settings
 def census_command(settings: Settings, as_json: bool) -> None:
-    """What Geminispace is made of: types, languages, statuses, sizes, TLS, certificates."""
+    """What Geminispace is made of: types, languages, statuses, sizes, TLS, certificates.
+
+    Pages and capsules whose robots.txt disallows the agent `researcher` are left out, and
+    counted as such.
+    """
     from sextant.census import census
     from sextant.graph.report import render_census
 
@@ -119,9 +128,11 @@ def export(
     """Write the link graph for Gephi, networkx, Graphviz or a spreadsheet.
 
     Nodes carry title, capsule, status, MIME type, inbound links and PageRank. The file is
-    written as a stream, so a million links need little memory.
+    written as a stream, so a million links need little memory. Pages and capsules whose
+    robots.txt disallows the agent `researcher` are left out; how many is said on stderr
+    and in the file's description (GraphML, GEXF, DOT).
     """
-    from sextant.graph.export import export_graph, export_size
+    from sextant.graph.export import export_graph, export_size, left_out_note
     from sextant.graph.load import load_graph
 
     try:
@@ -152,6 +163,8 @@ def export(
         click.echo(
             f"wrote {written.nodes:,} nodes and {written.edges:,} edges to {output}", err=True
         )
+    if not quiet:
+        click.echo(left_out_note(loaded), err=True)
 
 
 @graph.command()
@@ -173,16 +186,20 @@ def plot(settings: Settings, output: Path, top: int, quiet: bool) -> None:
     Needs matplotlib: pip install 'sextant-search[plot]'.
     """
     from sextant.census import census
+    from sextant.graph.load import load_graph
     from sextant.graph.plot import plot_charts, require_matplotlib
+    from sextant.graph.researcher import left_out
     from sextant.graph.stats import graph_stats
 
     require_matplotlib()  # before the slow part
     status = _Status(quiet)
     with _session(settings) as session:
+        status("reading robots.txt files")
+        left = left_out(session)
         status("taking the census")
-        counted = census(session)
+        counted = census(session, left=left)
         status("reading the link graph and computing PageRank")
-        result = graph_stats(session, top=top)
+        result = graph_stats(session, load_graph(session, left), top=top)
     status("drawing")
     written = plot_charts(result, counted, output, top=top)
     status.done()

@@ -6,6 +6,10 @@ links join them. Capsule level: a node per capsule with its page count, inbound 
 other capsules and capsule PageRank; an edge per linked pair of capsules, weighted by the
 number of page links between them.
 
+Pages and capsules whose robots.txt disallows ``researcher`` are not exported (see
+:mod:`sextant.graph.researcher`); the file's description says how many, where the format
+has one.
+
 Node rows are read from the database as they are written out; edges come from the numpy
 arrays already loaded for PageRank. Node ids are the store's ids, as text.
 """
@@ -56,6 +60,7 @@ def export_graph(
             node_attributes=stream.node_attributes,
             nodes=_counted(stream.nodes, progress),
             edges=_counted(stream.edges, progress),
+            description=stream.description,
         )
     return write_graph(stream, out, fmt, table=table)
 
@@ -117,6 +122,7 @@ def page_stream(session: Session, graph: LinkGraph, central: Centrality) -> Grap
         ),
         nodes=nodes(),
         edges=edges(),
+        description=left_out_note(graph),
     )
 
 
@@ -145,6 +151,16 @@ def capsule_stream(session: Session, graph: LinkGraph, central: Centrality) -> G
         node_attributes=(("pages", "int"), ("inbound", "int"), ("pagerank", "float")),
         nodes=nodes(),
         edges=edges(),
+        description=left_out_note(graph),
+    )
+
+
+def left_out_note(graph: LinkGraph) -> str:
+    """What the export leaves out at its authors' request, for the file and the user."""
+    left = graph.left_out
+    return (
+        f"Left out because robots.txt disallows researcher: {left.pages} pages "
+        f"(whole capsules: {left.capsules}), with their links."
     )
 
 

@@ -12,6 +12,10 @@ Formats and the tools they are for:
 * ``gexf`` — Gephi's own format (GEXF 1.2, gexf.net).
 * ``dot`` — Graphviz (graphviz.org/doc/info/lang.html).
 
+A stream's ``description`` (what the export left out, and why) goes where a format has room
+for one: GraphML's ``<desc>``, GEXF's ``<description>``, DOT's ``comment`` attribute; CSV
+and JSON Lines have none, so the command line says it instead.
+
 XML 1.0 cannot carry most control characters at all (not even as character references),
 so in GraphML and GEXF they become U+FFFD; the other formats keep text exactly. JSON Lines
 spells control and bidi characters as escapes (:func:`sextant.display.json_text`), since
@@ -45,6 +49,7 @@ class GraphStream:
     node_attributes: tuple[tuple[str, AttributeType], ...]  # besides id and label
     nodes: Iterable[Node]
     edges: Iterable[Edge]
+    description: str = ""  # about the whole graph, for formats with a place for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +143,8 @@ def _write_graphml(graph: GraphStream, out: TextIO, table: str) -> Written:
         )
     out.write('  <key id="weight" for="edge" attr.name="weight" attr.type="long"/>\n')
     out.write(f'  <graph id="{_xml(graph.name)}" edgedefault="directed">\n')
+    if graph.description:
+        out.write(f"    <desc>{_xml(graph.description)}</desc>\n")
     nodes = edges = 0
     for node_id, label, attributes in graph.nodes:
         data = [f'<data key="label">{_xml(label)}</data>']
@@ -163,10 +170,11 @@ _GEXF_TYPES = {"string": "string", "int": "long", "float": "double"}
 
 
 def _write_gexf(graph: GraphStream, out: TextIO, table: str) -> Written:
+    about = f"{graph.name}: {graph.description}" if graph.description else graph.name
     out.write(
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         '<gexf xmlns="http://www.gexf.net/1.2draft" version="1.2">\n'
-        f"  <meta><creator>Sextant</creator><description>{_xml(graph.name)}</description></meta>\n"
+        f"  <meta><creator>Sextant</creator><description>{_xml(about)}</description></meta>\n"
         '  <graph defaultedgetype="directed" mode="static">\n'
         '    <attributes class="node" mode="static">\n'
     )
@@ -204,6 +212,8 @@ def _write_gexf(graph: GraphStream, out: TextIO, table: str) -> Written:
 
 def _write_dot(graph: GraphStream, out: TextIO, table: str) -> Written:
     out.write(f"digraph {_dot(graph.name)} {{\n")
+    if graph.description:
+        out.write(f"  comment={_dot(graph.description)};\n")
     nodes = edges = 0
     for node_id, label, attributes in graph.nodes:
         pairs = [f"label={_dot(label)}"]

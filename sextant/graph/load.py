@@ -4,6 +4,10 @@ Rows arrive in chunks (``yield_per``: a server-side cursor on PostgreSQL), each 
 a small array at once, so the peak is the arrays themselves plus one chunk of rows: about 8
 bytes per page and 8 per link instead of a Python object each.
 
+Pages and capsules that robots.txt keeps from the ``researcher`` are not in the graph at all
+(:mod:`sextant.graph.researcher`), and neither are the links from or to them; the graph
+says how many it left out.
+
 Node ``i`` is the page with the ``i``-th smallest id. Edges are the links whose target is a
 known page (links to other schemes have none), without self-links: a page pointing at itself
 says nothing about its standing, and PageRank would reward it. Duplicate links stay, so
@@ -12,8 +16,7 @@ says nothing about its standing, and PageRank would reward it. Duplicate links s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -21,10 +24,10 @@ import numpy
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from sextant.graph.researcher import LeftOut, left_out
+from sextant.graph.rows import chunks
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
 from sextant.urls import DEFAULT_PORT
-
-CHUNK = 50_000
 
 #: Page states as stored codes; a state this code does not know yet is "other", not an error.
 STATE_LABELS = (*PAGE_STATES, "other")
@@ -39,6 +42,7 @@ class LinkGraph:
     capsule_ids: numpy.ndarray  # int64, ascending
     sources: numpy.ndarray  # int32 node numbers
     targets: numpy.ndarray  # int32 node numbers
+    left_out: LeftOut = field(default_factory=LeftOut.nothing)  # kept out by robots.txt
 
     @property
     def pages(self) -> int:
@@ -66,10 +70,18 @@ class LinkGraph:
         return (keys // max(self.capsules, 1)), (keys % max(self.capsules, 1)), counts
 
 
-def load_graph(session: Session) -> LinkGraph:
-    """The whole link graph, read in one transaction of ``session``."""
+def load_graph(session: Session, left: LeftOut | None = None) -> LinkGraph:
+    """The link graph a study may look at, read in one transaction of ``session``.
+
+    ``left`` is what robots.txt keeps out, when the caller has judged it already (the
+    census needs it too); otherwise it is judged here.
+    """
+    left = left if left is not None else left_out(session)
     capsule_ids = _int_column(session, select(Capsule.id).order_by(Capsule.id))
+    capsule_ids = capsule_ids[~numpy.isin(capsule_ids, left.capsule_ids)]
     page_ids, capsule_of, states = _pages(session)
+    keep = ~numpy.isin(page_ids, left.page_ids)
+    page_ids, capsule_of, states = page_ids[keep], capsule_of[keep], states[keep]
     page_capsule = numpy.searchsorted(capsule_ids, capsule_of).astype(numpy.int32)
     sources, targets = _links(session, page_ids)
     return LinkGraph(
@@ -79,6 +91,7 @@ def load_graph(session: Session) -> LinkGraph:
         capsule_ids=capsule_ids,
         sources=sources,
         targets=targets,
+        left_out=left,
     )
 
 
@@ -118,7 +131,7 @@ def _pages(session: Session) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarra
     states: list[numpy.ndarray] = []
     other = len(PAGE_STATES)
     statement = select(Page.id, Page.capsule_id, Page.state).order_by(Page.id)
-    for rows in _chunks(session, statement):
+    for rows in chunks(session, statement):
         ids.append(numpy.fromiter((row[0] for row in rows), numpy.int64, len(rows)))
         capsules.append(numpy.fromiter((row[1] for row in rows), numpy.int64, len(rows)))
         codes = (_STATE_CODES.get(row[2], other) for row in rows)
@@ -132,7 +145,7 @@ def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, nu
     )
     sources: list[numpy.ndarray] = []
     targets: list[numpy.ndarray] = []
-    for rows in _chunks(session, statement):
+    for rows in chunks(session, statement):
         pairs = numpy.fromiter(chain.from_iterable(rows), numpy.int64, 2 * len(rows))
         src, src_known = _lookup(page_ids, pairs[0::2])
         dst, dst_known = _lookup(page_ids, pairs[1::2])
@@ -155,16 +168,9 @@ def _lookup(sorted_ids: numpy.ndarray, ids: numpy.ndarray) -> tuple[numpy.ndarra
 def _int_column(session: Session, statement: Select[Any]) -> numpy.ndarray:
     parts = [
         numpy.fromiter((row[0] for row in rows), numpy.int64, len(rows))
-        for rows in _chunks(session, statement)
+        for rows in chunks(session, statement)
     ]
     return _join(parts, numpy.int64)
-
-
-def _chunks(session: Session, statement: Select[Any]) -> Iterator[Sequence[Any]]:
-    # Core execution on the session's connection: the same transaction, without the ORM's
-    # per-row result processing, which more than doubles the time to read a million links.
-    result = session.connection().execute(statement.execution_options(yield_per=CHUNK))
-    yield from result.partitions()
 
 
 def _join(parts: list[numpy.ndarray], dtype: type) -> numpy.ndarray:

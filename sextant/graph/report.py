@@ -20,6 +20,7 @@ def render_census(census: Census, *, limit: int = LIMIT) -> str:
     lines = [f"Geminispace census, {_when(census.taken_at)}", ""]
     lines.append(f"Pages     {census.pages:>10,}  {_inline(census.pages_by_state)}")
     lines.append(f"Capsules  {census.capsules:>10,}  ({census.capsules_reached:,} answered)")
+    lines.append(f"          {_left_out(census.pages_left_out, census.capsules_left_out)}")
     lines.append(
         f"Links     {census.links:>10,}  within capsules {census.links_within_capsule:,}, "
         f"across capsules {census.links_across_capsules:,}, "
@@ -71,6 +72,7 @@ def render_stats(stats: GraphStats, *, limit: int = LIMIT) -> str:
         f"pages ({share})",
         f"  dangling pages (no links to known pages) {stats.dangling_pages:,}: "
         f"{_inline(stats.dangling_by_state)}",
+        f"  {_left_out(stats.pages_left_out, stats.capsules_left_out)}",
         "",
     ]
     lines.extend(_ranking("Top pages by inbound links", stats.top_pages_by_inbound))
@@ -85,6 +87,13 @@ def render_stats(stats: GraphStats, *, limit: int = LIMIT) -> str:
     if len(lonely) > limit:
         lines.append(f"  … and {len(lonely) - limit:,} more (--json lists them all)")
     return "\n".join(lines)
+
+
+def _left_out(pages: int, capsules: int) -> str:
+    return (
+        f"left out because robots.txt disallows researcher: {pages:,} pages; "
+        f"whole capsules: {capsules:,}"
+    )
 
 
 def _table(title: str, rows: Breakdown, limit: int) -> list[str]:

@@ -71,6 +71,8 @@ class GraphStats:
     reachable_from_seeds: int  # seeds included
     dangling_pages: int  # no links out to known pages
     dangling_by_state: Breakdown
+    pages_left_out: int  # robots.txt keeps them from the researcher; in no figure above
+    capsules_left_out: int  # closed to the researcher as a whole
 
     @property
     def reachable_share(self) -> float:
@@ -154,6 +156,8 @@ def graph_stats(session: Session, graph: LinkGraph | None = None, *, top: int = 
         dangling_by_state=ranked_breakdown(
             Counter(dict(zip(STATE_LABELS, dangling_states.tolist(), strict=True)))
         ),
+        pages_left_out=graph.left_out.pages,
+        capsules_left_out=graph.left_out.capsules,
     )
 
 

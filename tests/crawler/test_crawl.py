@@ -105,11 +105,12 @@ async def test_robots_disallow_and_crawl_delay(tmp_path, capsules):
     site = ScriptedCapsule("robots.test").routes(synthetic_site(6, links_per_page=6))
     site.route("/private", gemtext("# Secret\n"))
     site.route("/", gemtext("# Home\n=> /p/0\n=> /private\n"))
-    # Served as text/gemini, as some capsules do; the agent groups pick "indexer".
+    # Served as text/gemini, as some capsules do; both groups address the crawler, and
+    # the larger Crawl-delay holds.
     site.route(
         "/robots.txt",
         gemtext(
-            "User-agent: *\nDisallow: /\n\nUser-agent: indexer\nDisallow: /private\n"
+            "User-agent: *\nCrawl-delay: 0.1\n\nUser-agent: indexer\nDisallow: /private\n"
             "Crawl-delay: 0.3\n"
         ),
     )

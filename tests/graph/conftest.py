@@ -11,6 +11,7 @@ from datetime import datetime
 
 import networkx as nx
 import pytest
+from sqlalchemy import update
 
 from sextant.store import Capsule, Link, Page, make_engine, session_factory
 from sextant.store.migrate import open_store, upgrade
@@ -46,6 +47,30 @@ LINKS = [
     ("gemini://alpha.test/1", "https://example.org/", "https"),
 ]
 SEEDS = ["gemini://alpha.test/"]  # the only depth-0 page
+
+# robots.txt files for the tests of what the researcher may study (host -> status, text)
+ROBOTS = {
+    # indexer's rule is not the researcher's: /1 stays, /2 goes.
+    "alpha.test": (20, "User-agent: researcher\nDisallow: /2\n\nUser-agent: indexer\nDisallow: /1"),
+    # An Allow for researcher does not reopen what "*" closes.
+    "beta.test": (20, "User-agent: *\nDisallow: /x\n\nUser-agent: researcher\nAllow: /x\n"),
+    # Closed as a whole: the capsule and its page go.
+    "gamma.test": (20, "User-agent: researcher\nDisallow: /\n"),
+    # No robots.txt (51): nothing forbidden.
+    "delta.test": (51, None),
+}
+LEFT_OUT = {"gemini://alpha.test/2", "gemini://beta.test/x", "gemini://gamma.test/"}
+
+
+def write_robots(store, files=ROBOTS) -> None:
+    """Store robots.txt files as the crawler keeps them: status and text per capsule."""
+    with store.sessions.begin() as session:
+        for host, (status, text) in files.items():
+            session.execute(
+                update(Capsule)
+                .where(Capsule.id == store.capsule_id[host])
+                .values(robots_status=status, robots_txt=text, robots_fetched_at=NOW)
+            )
 
 
 def capsule_of(url: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sextant.cli import cli
-from tests.graph.conftest import PAGES, expected_page_graph
+from tests.graph.conftest import LEFT_OUT, PAGES, expected_page_graph, write_robots
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -167,3 +167,27 @@ def test_plot_without_matplotlib_says_how_to_install(run, tmp_path, monkeypatch)
     assert result.exit_code == 1
     assert "pip install 'sextant-search[plot]'" in result.output
     assert not (tmp_path / "charts").exists()
+
+
+def test_stats_census_and_export_say_what_robots_txt_left_out(run, sqlite_graph_store):
+    write_robots(sqlite_graph_store)
+    shown = len(PAGES) - len(LEFT_OUT)
+    note = "left out because robots.txt disallows researcher: 3 pages; whole capsules: 1"
+    stats = run("stats", "--quiet")
+    assert stats.exit_code == 0, stats.output
+    assert stats.output.count(note) == 2  # the census's and the link graph's
+    assert f"Pages              {shown}" in stats.output
+    data = json.loads(run("stats", "--json").stdout)
+    assert (data["census"]["pages_left_out"], data["graph"]["pages_left_out"]) == (3, 3)
+    assert (data["census"]["capsules_left_out"], data["graph"]["capsules_left_out"]) == (1, 1)
+    census = json.loads(run("census", "--json").stdout)
+    assert (census["pages"], census["pages_left_out"]) == (shown, 3)
+
+    export = run("export", "--format", "jsonl")
+    assert export.exit_code == 0, export.output
+    records = [json.loads(line) for line in io.StringIO(export.stdout)]
+    labels = {r["label"] for r in records if r["type"] == "node"}
+    assert labels == set(PAGES) - LEFT_OUT
+    assert "robots.txt disallows researcher: 3 pages (whole capsules: 1)" in export.stderr
+    quiet = run("export", "--format", "jsonl", "--quiet")
+    assert quiet.stderr == ""

@@ -133,7 +133,8 @@ def test_csv_tables(sqlite_graph_store):
 
 
 def _parse_dot(text):
-    """A reader for the DOT subset the exporter writes: quoted ids, attribute lists, edges."""
+    """A reader for the DOT subset the exporter writes: quoted ids, attribute lists, edges,
+    and graph attributes (``comment="..."``), which land in ``graph.graph``."""
     token = re.compile(r'"((?:[^"\\]|\\.)*)"|(->)|([\[\]=,;{}])|(\w+)|(\s+)', re.S)
     tokens = []
     for match in token.finditer(text):
@@ -151,6 +152,11 @@ def _parse_dot(text):
     while tokens[i] != ("sym", "}"):
         first = tokens[i][1]
         i += 1
+        if tokens[i] == ("sym", "="):
+            graph.graph[first] = tokens[i + 1][1]
+            assert tokens[i + 2] == ("sym", ";")
+            i += 3
+            continue
         target = None
         if tokens[i] == ("sym", "->"):
             target = tokens[i + 1][1]
@@ -185,7 +191,8 @@ def test_dot_quotes_hostile_titles(sqlite_graph_store):
         title = PAGES[url][3]
         assert data.get("title") == title
     # One statement per line: a newline in a title must not break a line.
-    assert len(text.splitlines()) == 2 + len(PAGES) + expected.number_of_edges()
+    assert len(text.splitlines()) == 3 + len(PAGES) + expected.number_of_edges()
+    assert graph.graph["comment"].startswith("Left out because robots.txt disallows researcher")
 
 
 def test_trailing_backslash_cannot_escape_the_quote():

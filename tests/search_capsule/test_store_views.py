@@ -99,7 +99,7 @@ def test_capsule_health(session):
     assert dict(health.pages_by_status) == {20: 3, 51: 1}
     assert health.robots.readable
     assert [(r.allow, r.pattern) for r in health.robots.rules] == [(False, "/private/")]
-    assert health.robots.crawl_delay is None  # the indexer group is in force, not "*"
+    assert health.robots.crawl_delay == 3.0  # "*" asks it, and every group addressing us holds
     assert [c.kind for c in health.certificate_changes] == ["changed-before-expiry", "first-seen"]
     assert [(n.display, n.links) for n in health.inbound] == [
         ("beta.example:1966", 3),
