@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 from sqlalchemy.exc import DatabaseError, OperationalError
 
@@ -20,15 +21,32 @@ from sextant.errors import StoreUnavailable
 
 
 @contextmanager
-def unavailable_as_store_error() -> Iterator[None]:
+def unavailable_as_store_error(dbapi: ModuleType | None = None) -> Iterator[None]:
     """Raise :class:`StoreUnavailable` (with the database's own words) for a store that
-    cannot answer; let every other error through."""
+    cannot answer; let every other error through.
+
+    SQLAlchemy wraps the driver's errors in its own classes; code that uses the driver's
+    cursor directly (for speed) passes its module, ``engine.dialect.loaded_dbapi``, whose
+    classes PEP 249 names the same way.
+    """
     try:
         yield
     except DatabaseError as exc:
-        if not isinstance(exc, OperationalError) and type(exc) is not DatabaseError:
+        if not _unavailable(exc, OperationalError, DatabaseError):
             raise
-        raise StoreUnavailable(
-            f"the store cannot be used now ({exc.orig}); wait for whatever holds it locked, "
-            "or check the database file or server"
-        ) from exc
+        raise StoreUnavailable(_message(exc.orig)) from exc
+    except Exception as exc:
+        if dbapi is None or not _unavailable(exc, dbapi.OperationalError, dbapi.DatabaseError):
+            raise
+        raise StoreUnavailable(_message(exc)) from exc
+
+
+def _unavailable(exc: Exception, operational: type, database: type) -> bool:
+    return isinstance(exc, operational) or type(exc) is database
+
+
+def _message(cause: BaseException) -> str:
+    return (
+        f"the store cannot be used now ({cause}); wait for whatever holds it locked, "
+        "or check the database file or server"
+    )

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from indexer.build import run_index
 from search_capsule.app import STORE_UNAVAILABLE
 from search_capsule.services import CapsuleLimits
 from sextant.config import Settings
@@ -114,5 +115,26 @@ async def test_a_damaged_store_answers_41_for_store_pages(
         assert (reply.status, reply.meta) == (41, STORE_UNAVAILABLE)
         about = await running.client.get("/about")  # pages that need no store still work
         assert about.status == 20
+    finally:
+        running.app.close()
+
+
+@pytest.fixture
+def indexed_settings(store_settings: Settings) -> Settings:
+    """The store above, indexed: searches read their snippets from the store."""
+    engine = open_store(store_settings.db_url)
+    space.add_notes(engine, 3)
+    engine.dispose()
+    run_index(store_settings.index_dir, store_settings.db_url, procs=1)
+    return store_settings
+
+
+async def test_a_search_on_a_damaged_store_answers_41(nursery, indexed_settings, tls_context):
+    """The index is fine, but snippets come from the store, through the driver's own cursor."""
+    running = await start_capsule(nursery, indexed_settings, tls_context, limits=QUICK_GIVE_UP)
+    try:
+        damage(indexed_settings)
+        reply = await running.client.get("/search?" + space.NOTES_WORD)
+        assert (reply.status, reply.meta) == (41, STORE_UNAVAILABLE)
     finally:
         running.app.close()
