@@ -59,6 +59,7 @@ from indexer.weighting import BM25F
 from sextant import gemtext
 from sextant.errors import QueryError
 from sextant.store import make_engine
+from sextant.store.failures import unavailable_as_store_error
 from sextant.store.models import Page
 from sextant.urls import DEFAULT_PORT
 from sextant.urls import parse as parse_url
@@ -247,7 +248,8 @@ class Searcher:
         ``ranking`` is ``blended`` (the product) or a baseline for evaluation: ``bm25f``
         (no link prior) or ``bm25`` (BM25 on the ``text`` field alone: no boost fields, no
         prior). ``budget`` bounds the work (:mod:`indexer.budget`; a default one when
-        omitted); a cancelled budget raises :class:`~sextant.errors.SearchCancelled`.
+        omitted); a cancelled budget raises :class:`~sextant.errors.SearchCancelled`. A
+        store that cannot give the snippets' text raises :class:`~sextant.errors.StoreUnavailable`.
         """
         started = time.perf_counter()
         budget = budget if budget is not None else Budget()
@@ -410,15 +412,16 @@ class Searcher:
         order = compiled.positiontup
         parameters = values if order is None else tuple(values[name] for name in order)
         texts: dict[int, str] = {}
-        connection = self._engine.raw_connection()
-        try:
-            cursor = connection.cursor()
-            cursor.execute(compiled.string, parameters)
-            for page_id, state, mime, body, meta in cursor.fetchall():
-                texts[page_id] = _searchable_text(state, mime, body, meta)
-            cursor.close()
-        finally:
-            connection.close()  # back to the pool
+        with unavailable_as_store_error(self._engine.dialect.loaded_dbapi):
+            connection = self._engine.raw_connection()
+            try:
+                cursor = connection.cursor()
+                cursor.execute(compiled.string, parameters)
+                for page_id, state, mime, body, meta in cursor.fetchall():
+                    texts[page_id] = _searchable_text(state, mime, body, meta)
+                cursor.close()
+            finally:
+                connection.close()  # back to the pool
         return texts
 
 

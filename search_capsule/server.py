@@ -93,7 +93,7 @@ def build_app(
     limits: CapsuleLimits = DEFAULT_LIMITS,
 ) -> CapsuleApp:
     """The capsule's app over the store and index that ``settings`` name."""
-    engine = open_store(settings.db_url)
+    engine = open_store(settings.db_url, busy_timeout=limits.store_busy_timeout)
     search = SearchService(
         open_searcher(settings),
         settings.index_dir,

@@ -24,6 +24,7 @@ from search_capsule.seeds import DEFAULT_SEED_PORTS
 from search_capsule.workers import Overloaded, WorkerThreads
 from sextant.server import Response
 from sextant.store.engine import utcnow
+from sextant.store.failures import unavailable_as_store_error
 from sextant.urls import GeminiURL
 
 T = TypeVar("T")
@@ -43,6 +44,10 @@ class CapsuleLimits:
     # 1.76 against 1.92 with two (six alternating runs each).
     search_workers: int = 1
     store_workers: int = 4  # store queries at once (the SQLite connection pool allows 5)
+    # Seconds a store query waits for another process's SQLite lock. A visitor is waiting,
+    # and a query blocked for the crawler's 30 s would hold one of the few store threads all
+    # that time; past this, the page is a 41 "try again in a minute".
+    store_busy_timeout: float = 5.0
     max_waiting: int = 256  # requests waiting for a worker before new ones get 41
     # Per client address, for costly pages; None turns the throttle off (benchmarks).
     rate_per_client: float | None = 10.0
@@ -70,7 +75,9 @@ class StoreReader:
     """Runs read (and the rare write) functions on the store in worker threads.
 
     ``cached`` answers repeated questions from a short-lived cache: listings are the same
-    for every visitor until the crawler runs again.
+    for every visitor until the crawler runs again. A store that cannot answer (locked,
+    unreachable, damaged) raises :class:`~sextant.errors.StoreUnavailable` from here, the
+    one place every store question passes, so no handler needs to know SQLAlchemy's errors.
     """
 
     def __init__(self, engine: Engine, limits: CapsuleLimits) -> None:
@@ -99,7 +106,7 @@ class StoreReader:
         self.engine.dispose()
 
     def _in_session(self, function: Callable[..., T], args: tuple, kwargs: dict) -> T:
-        with Session(self.engine) as session:
+        with unavailable_as_store_error(), Session(self.engine) as session:
             return function(session, *args, **kwargs)
 
 

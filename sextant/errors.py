@@ -7,17 +7,19 @@ message and a non-zero exit, so users never see a traceback for their mistakes::
       ├─ InvalidURL               a URL we refuse (malformed, userinfo, too long, wrong scheme)
       ├─ MalformedHeader          a response header that breaks the grammar (the capsule's fault)
       ├─ MalformedRequest         a request line our servers refuse (the client's fault; 59 meta)
-      ├─ RobotsError              robots.txt we cannot use at all
       ├─ FetchError               one request failed on the way
       │    ├─ ConnectFailed       DNS, TCP or TLS handshake failure
       │    │    └─ AddressRefused a host on a non-public address the crawler may not contact
-      │    ├─ FetchTimeout        connect, header, total or minimum-rate limit hit
-      │    ├─ BodyTooLarge        the body passed the size limit (the page is kept, truncated)
-      │    └─ CertificateChanged  TOFU: a new certificate before the old one expired
+      │    └─ FetchTimeout        connect, header, total or minimum-rate limit hit
       ├─ QueryError               a search query we cannot parse
       ├─ SearchCancelled          a search abandoned because its client went away
       ├─ ConfigError              settings that cannot work (bad data dir, bad DB URL)
-      └─ StoreError               our side: migrations missing, database unreachable
+      └─ StoreError               our side: schema behind, index missing or busy, writes refused
+           └─ StoreUnavailable    the database is locked, unreachable or not a database
+
+A body cut at the size limit and a certificate that changed (TOFU) are not errors: the
+crawler keeps the page and records the fact (``FetchResult.truncated``, a certificate
+event), so neither has a class here.
 """
 
 
@@ -35,10 +37,6 @@ class MalformedHeader(SextantError, ValueError):
 
 class MalformedRequest(SextantError, ValueError):
     """A request line our servers refuse; the message is short and safe to send as a 59 meta."""
-
-
-class RobotsError(SextantError):
-    """robots.txt that cannot be interpreted."""
 
 
 class FetchError(SextantError):
@@ -62,14 +60,6 @@ class FetchTimeout(FetchError):
     kind = "timeout"
 
 
-class BodyTooLarge(FetchError):
-    kind = "too-large"
-
-
-class CertificateChanged(FetchError):
-    kind = "certificate-changed"
-
-
 class QueryError(SextantError, ValueError):
     """A search query that cannot be parsed; the message says what to change."""
 
@@ -84,3 +74,9 @@ class ConfigError(SextantError):
 
 class StoreError(SextantError):
     """The database is missing, unreachable or not migrated."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot answer now: locked past the busy timeout, unreachable, or a file
+    that is no longer a database. Not a bug in a query, so callers tell people to come back
+    (the capsule answers 41) instead of reporting an internal error."""

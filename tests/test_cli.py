@@ -84,6 +84,15 @@ def test_user_mistakes_give_one_line_and_no_traceback(args: list[str], message: 
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.parametrize("command", [["db", "check"], ["index"]])
+def test_a_file_that_is_not_a_store_gives_one_line(tmp_path: Path, command: list[str]) -> None:
+    (tmp_path / "sextant.db").write_bytes(b"these bytes were a store once " * 200)
+    result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), *command])
+    assert result.exit_code != 0
+    assert "the store cannot be used now (file is not a database)" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_lazy_commands_point_outside_the_core_only_by_name() -> None:
     for target in LAZY_COMMANDS.values():
         module, _, attribute = target.partition(":")

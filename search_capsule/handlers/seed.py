@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
-from sqlalchemy.exc import OperationalError
-
 from search_capsule import paths
 from search_capsule.pages.listings import unusable_url
 from search_capsule.pages.seed import seed_added
@@ -13,8 +9,6 @@ from search_capsule.seeds import request_seed, validate_seed
 from search_capsule.services import Call, Services
 from sextant.errors import InvalidURL
 from sextant.server import Response
-
-log = logging.getLogger(__name__)
 
 PROMPT = "URL of a Gemini capsule or page for the crawler to visit"
 
@@ -26,10 +20,5 @@ async def add_seed(services: Services, call: Call) -> Response:
         url = validate_seed(call.query, ports=services.limits.seed_ports)
     except InvalidURL as exc:
         return Response.gemtext(unusable_url("Suggest a capsule", str(exc), paths.ADD_SEED))
-    try:
-        result = await services.store.run(request_seed, url, now=services.now())
-    except OperationalError as exc:
-        # The crawler holds the write lock for longer than SQLite's busy timeout.
-        log.warning("could not store a seed request: %s", exc)
-        return Response.temporary_failure("the database is busy; please try again in a minute")
+    result = await services.store.run(request_seed, url, now=services.now())
     return Response.gemtext(seed_added(result))

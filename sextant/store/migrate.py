@@ -16,6 +16,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
 from sextant.errors import StoreError
+from sextant.store.engine import BUSY_TIMEOUT, make_engine
+from sextant.store.failures import unavailable_as_store_error
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -68,18 +70,18 @@ def require_current(engine: Engine) -> None:
     )
 
 
-def open_store(db_url: str) -> Engine:
+def open_store(db_url: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
     """An engine whose schema is known to be current.
 
     A brand-new SQLite file is migrated on the spot, so a first
     ``sextant crawl`` just works; anything else that is behind (or any
     PostgreSQL database, which an operator upgrades deliberately) stops with
-    the command that fixes it.
+    the command that fixes it. A locked or damaged store stops with
+    :class:`~sextant.errors.StoreUnavailable` rather than a traceback.
     """
-    from sextant.store.engine import make_engine
-
-    engine = make_engine(db_url)
-    if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
-        upgrade(engine)
-    require_current(engine)
+    engine = make_engine(db_url, busy_timeout=busy_timeout)
+    with unavailable_as_store_error():
+        if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
+            upgrade(engine)
+        require_current(engine)
     return engine
