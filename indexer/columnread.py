@@ -16,6 +16,17 @@ import numpy
 from whoosh.columns import NumericColumn
 
 
+def segment_column(segment: Any, name: str, dtype: Any) -> numpy.ndarray:
+    """A segment's column ``name``, one value per document, as ``dtype``.
+
+    Opened untranslated: Whoosh's default wraps the reader in a translator (an identity for
+    our ``COLUMN`` fields), which hid it from :func:`column_array`'s one-call path and read
+    the column value by value instead: 200-320 ms against about 1 ms for a 100,000-document
+    column, paid for two columns each time a searcher opens a snapshot.
+    """
+    return column_array(segment.column_reader(name, translate=False), dtype)
+
+
 def column_array(reader: Any, dtype: Any) -> numpy.ndarray:
     """The values of a segment's column reader, one per document, as ``dtype``."""
     count = reader._doccount if hasattr(reader, "_doccount") else len(reader)

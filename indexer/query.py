@@ -46,7 +46,7 @@ from whoosh.searching import Searcher as WhooshSearcher
 from indexer import location
 from indexer.analysis import fold, words
 from indexer.budget import Budget
-from indexer.columnread import column_array
+from indexer.columnread import segment_column
 from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
@@ -204,7 +204,7 @@ def _document_arrays(searcher: WhooshSearcher) -> tuple[numpy.ndarray, numpy.nda
 
 def _column(reader: Any, name: str) -> numpy.ndarray:
     leaves = [(reader, 0)] if reader.is_atomic() else list(reader.leaf_readers())
-    parts = [column_array(leaf.column_reader(name), numpy.int64) for leaf, _ in leaves]
+    parts = [segment_column(leaf, name, numpy.int64) for leaf, _ in leaves]
     return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
 
 

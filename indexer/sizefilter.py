@@ -19,7 +19,7 @@ import numpy
 from whoosh import matching
 from whoosh.query import qcore
 
-from indexer.columnread import column_array
+from indexer.columnread import segment_column
 
 SIZE_COLUMN = "sizes"
 UNKNOWN_SIZE = -1
@@ -94,7 +94,7 @@ def _sizes(reader: Any) -> numpy.ndarray:
         return cached
     count = reader.doc_count_all()
     if count and SIZE_COLUMN in reader.schema and reader.has_column(SIZE_COLUMN):
-        sizes = column_array(reader.column_reader(SIZE_COLUMN), numpy.int64)
+        sizes = segment_column(reader, SIZE_COLUMN, numpy.int64)
     else:
         sizes = numpy.full(count, UNKNOWN_SIZE, dtype=numpy.int64)
     if reader.has_deletions():
