@@ -67,9 +67,6 @@ class LangText(fields.FieldType):
     def self_parsing(self) -> bool:
         return False
 
-    def has_morph(self) -> bool:
-        return False
-
 
 # Most terms occur once in a document, at a position below a few thousand: their encoded
 # posting value is looked up instead of built.

@@ -59,9 +59,6 @@ class SizeRange(qcore.Query):
     def is_leaf(self) -> bool:
         return True
 
-    def _all_terms(self, phrases: bool = True) -> list[Any]:
-        return []
-
     def estimate_size(self, ixreader: Any) -> int:
         return len(self._matching(ixreader))
 
