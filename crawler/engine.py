@@ -559,7 +559,7 @@ class Crawl:
         self._account(url, result, robots=False)
         header = result.header
         if header is not None and header.status == 44:
-            await self._slow_down(slot, item, header.meta, result)
+            await self._slow_down(slot, item, header.meta, result, started)
             return
         await self._record(await self._outcome(slot, item, url, result, started))
         await self._hold_or_defer(slot)
@@ -687,10 +687,18 @@ class Crawl:
         )
 
     async def _slow_down(
-        self, slot: HostSlot, item: FrontierItem, meta: str, result: FetchResult
+        self,
+        slot: HostSlot,
+        item: FrontierItem,
+        meta: str,
+        result: FetchResult,
+        started: datetime,
     ) -> None:
         """44: wait what the capsule asks (capped), slower for the rest of the run; the third
-        in a row, or a wait too long to hold in memory, sends the capsule's rows back."""
+        in a row, or a wait too long to hold in memory, sends the capsule's rows back.
+
+        Either way the page records the 44 and when it will be asked again, so `sextant
+        show` can explain a page that has no content yet."""
         rules = self.rules
         wait = slow_down_seconds(meta, cap=rules.slow_down_cap)
         self.stats.slow_downs += 1
@@ -704,16 +712,42 @@ class Crawl:
             dropped = self.scheduler.drop(slot.key)
             self.scheduler.release(slot, requested=True, pause=wait)
             self.stats.deferred += 1 + len(dropped)
+            await self._record(self._slowed_down(slot, item, result, started, until, held=False))
+            # The 44's own row is retried (an attempt counted) by the record above.
             await self._record(
-                Deferred(
-                    (item.id, *(other.id for other in dropped)),
-                    until,
-                    capsule_id=slot.key,
-                    attempted=True,
-                )
+                Deferred(tuple(other.id for other in dropped), until, capsule_id=slot.key)
             )
             return
         self.scheduler.release(slot, requested=True, pause=wait, requeue=item)
+        retry_at = utcnow() + timedelta(seconds=wait)
+        await self._record(self._slowed_down(slot, item, result, started, retry_at, held=True))
+
+    @staticmethod
+    def _slowed_down(
+        slot: HostSlot,
+        item: FrontierItem,
+        result: FetchResult,
+        started: datetime,
+        retry_at: datetime,
+        *,
+        held: bool,
+    ) -> FetchRecord:
+        header = result.header
+        assert header is not None
+        return FetchRecord(
+            item=item,
+            started_at=started,
+            duration=result.duration,
+            address=result.address,
+            status=header.status,
+            meta=header.meta,
+            bytes_read=result.bytes_read,
+            tls_version=result.tls_version,
+            certificate=result.certificate,
+            retry_at=retry_at,
+            held=held,
+            capsule_failures=slot.failures,
+        )
 
     # --- robots.txt --------------------------------------------------------------------------
 
