@@ -7,19 +7,28 @@ checks both sides: what the capsules were asked (and when) and what the store no
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import trio
 from sqlalchemy import select
 
+from crawler.content import MAX_LINKS_PER_PAGE
+from crawler.fetch import FetchLimits
 from crawler.options import AllowedHosts
 from sextant.server import Response
 from sextant.store import Page, SeedRequest, utcnow
 from tests.crawler.crawling import TEST_DELAY, crawl, gaps
 from tests.gemini_server import (
+    ROOT,
     ScriptedCapsule,
     bom_body,
+    capsule_process,
     endless_body,
     garbage_header,
     gemtext,
@@ -606,3 +615,57 @@ async def test_a_long_crawl_delay_sends_rows_back_instead_of_holding_the_run(tmp
     assert site.paths == ["/robots.txt", "/"]  # one page per Crawl-delay, robots.txt cached
     assert second.page(running["patient.test"].url("/")).state == "ok"
     assert running["patient.test"].url("/p/0") in second.frontier()
+
+
+# --- what one page may cost ----------------------------------------------------------------
+
+
+def test_a_page_of_nothing_but_links_costs_bounded_memory_and_store(tmp_path):
+    """The largest body the crawler takes, made only of short distinct links (664,000 of
+    them). Before the link cap the crawler's RSS reached 1.77 GB on it and the store grew by
+    351 MB (measured); the README promises under 300 MB of RAM. The crawl runs as its own
+    process, so its peak RSS is read from the kernel (``wait4``) and is the crawler's alone.
+    """
+    max_body = FetchLimits().max_body_bytes
+    lines, size, number = [], 0, 0
+    while size + len(line := f"=>{number:x}\n") <= max_body:
+        lines.append(line)
+        size += len(line)
+        number += 1
+    assert number > 600_000
+    spec = {
+        "capsules": [
+            {
+                "hostname": "links.test",
+                "routes": {"/robots.txt": {"status": 20, "meta": "text/plain", "body": ""}},
+            }
+        ]
+    }
+    spec["capsules"][0]["routes"]["/many/"] = {"gemtext": "".join(lines)}
+    data = tmp_path / "data"
+    sextant = [sys.executable, "-m", "sextant", "--data-dir", str(data)]
+    subprocess.run([*sextant, "db", "upgrade"], cwd=ROOT, check=True, capture_output=True)
+    before = _store_bytes(data)
+    with capsule_process(spec, tmp_path) as server:
+        command = [*sextant, "crawl", "--quiet", "--seed", server.url("links.test", "/many/")]
+        for pin in server.resolve_args:
+            command += ["--resolve", pin]
+        process = subprocess.Popen([*command, "--max-pages", "1", "--delay", "0"], cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0
+    peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
+    assert peak_mb < 300, peak_mb
+    # The body itself, and for each kept link a page row, a frontier row and a link row
+    # with their index entries: about 600 bytes measured, 1 KiB allowed.
+    growth = _store_bytes(data) - before
+    assert growth < max_body + MAX_LINKS_PER_PAGE * 1024, growth
+    with sqlite3.connect(data / "sextant.db") as db:
+        url = server.url("links.test", "/many/")
+        (dropped,) = db.execute("SELECT links_dropped FROM pages WHERE url = ?", (url,)).fetchone()
+        (kept,) = db.execute("SELECT count(*) FROM links").fetchone()
+    assert (kept, dropped) == (MAX_LINKS_PER_PAGE, number - MAX_LINKS_PER_PAGE)
+
+
+def _store_bytes(data: Path) -> int:
+    return sum(path.stat().st_size for path in data.glob("sextant.db*"))
