@@ -291,6 +291,14 @@ def _human(facts: dict[str, Any], *, body: bool) -> str:
     row("feed", facts["feed_kind"])
     if facts["error_kind"] or facts["error_message"]:
         row("error", f"{facts['error_kind'] or ''}: {facts['error_message'] or ''}".strip(": "))
+    slow_down = facts["slow_down"]
+    if slow_down is not None:
+        retry = _when(facts["retry_at"])
+        row(
+            "slowed down",
+            f"the capsule asked to wait {slow_down['seconds']:g} s; "
+            + (f"retry after {retry}" if retry else "not queued for a retry"),
+        )
     row("first seen", _when(facts["discovered_at"]))
     row("fetched", _when(facts["fetched_at"]))
     row("changed", _when(facts["changed_at"]))
@@ -298,7 +306,15 @@ def _human(facts: dict[str, Any], *, body: bool) -> str:
     row("depth", facts["depth"])
     row("inbound links", facts["inbound_links"])
     links = facts["links"]
-    lines.append(f"  outbound links  {len(links)}")
+    outbound = f"  outbound links  {len(links)}"
+    if facts["links_dropped"]:
+        from crawler.content import MAX_LINKS_PER_PAGE  # charset and language models: lazily
+
+        outbound += (
+            f" ({facts['links_dropped']:,} more dropped: only the first"
+            f" {MAX_LINKS_PER_PAGE:,} distinct links of a page are kept)"
+        )
+    lines.append(outbound)
     for link in links:
         lines.append(f"    => {one_line(link['url'])} {one_line(link['label'])}".rstrip())
     if body and facts["body"] is not None:

@@ -32,7 +32,7 @@ from py3langid import langid
 
 from sextant import gemtext
 from sextant.errors import InvalidURL
-from sextant.gemtext import cap_title, first_line
+from sextant.gemtext import MAX_LINK_CHARS, LinkCollector, cap_title, first_line, lines
 from sextant.protocol import MimeType
 from sextant.urls import GeminiURL, resolve, scheme_of
 
@@ -56,7 +56,12 @@ _LANG_SAMPLE_CHARS = 5000
 _LANG_SAMPLE_BYTES = 8 * 1024
 
 # A non-gemini link is stored as written; past this it is junk or an attack, not a URL.
-MAX_FOREIGN_URL_CHARS = 2048
+MAX_FOREIGN_URL_CHARS = MAX_LINK_CHARS
+# Links one page gives the link graph and the frontier: the first this many distinct URLs;
+# the others are only counted (``Content.dropped_links``, shown by ``sextant show``). A
+# real page rarely links to more than a few hundred places; without a cap one 5 MiB page
+# of 600,000 short links cost the crawler 1.7 GB of memory and the store 350 MB.
+MAX_LINKS_PER_PAGE = 2000
 
 FEED_MIMES = {
     "application/atom+xml": "atom",
@@ -84,6 +89,7 @@ class Content:
     title: str | None
     links: tuple[ExtractedLink, ...]
     invalid_links: int
+    dropped_links: int  # past MAX_LINKS_PER_PAGE, neither stored nor followed
     feed_kind: str | None  # "gemsub", "atom", "rss"
     content_hash: str  # sha256 hex of the raw body
 
@@ -96,7 +102,7 @@ def analyse(url: GeminiURL, body: bytes, mime: MimeType) -> Content:
         essence.endswith("+xml") and mime.type in ("application", "text")
     )
     if not mime.is_text and not is_xml:
-        return Content(None, None, False, None, None, (), 0, None, content_hash)
+        return Content(None, None, False, None, None, (), 0, 0, None, content_hash)
 
     declared = mime.charset
     if declared is None and is_xml:
@@ -105,35 +111,38 @@ def analyse(url: GeminiURL, body: bytes, mime: MimeType) -> Content:
     text, charset, detected = decode(body, declared)
 
     title: str | None = None
-    raw_links: list[tuple[str, str]] = []
+    found = LinkCollector(MAX_LINKS_PER_PAGE)
     lang_sample = text
     feed_kind: str | None = None
     lang: str | None = mime.langs[0] if mime.langs else None
 
     if essence == "text/gemini":
-        doc = gemtext.parse(text)
+        doc = gemtext.parse(text, max_links=MAX_LINKS_PER_PAGE)
         title = doc.title
-        raw_links = [(link.url, link.label) for link in doc.links]
+        found.links.extend(doc.links)
+        found.dropped, found.oversized = doc.links_dropped, doc.links_oversized
         lang_sample = doc.text
         feed_kind = "gemsub" if gemtext.is_gemsub(doc) else None
     elif essence == "text/markdown":
-        title, raw_links = _markdown(text)
+        title = _markdown(text, found)
     elif essence == "text/html":
-        page = _HtmlFacts.read(text)
-        title, raw_links, lang_sample = page.title, page.links, page.text
+        page = _HtmlFacts.read(text, found)
+        title, lang_sample = page.title, page.text
         lang = lang or page.lang
     elif is_xml:
         feed = _read_feed(body, text)
         if feed is not None:
             feed_kind = FEED_MIMES.get(essence) or feed.kind
-            title, raw_links, lang_sample = feed.title, feed.links, feed.text
+            title, lang_sample = feed.title, feed.text
+            for feed_url, label in feed.links:
+                found.add(feed_url, label)
             lang = lang or feed.lang
         else:
             feed_kind = FEED_MIMES.get(essence)
     else:  # text/plain and every other text type: the first line is what a reader sees first
         title = first_line(text)
 
-    links, invalid = _resolve_links(url, raw_links)
+    links, invalid = _resolve_links(url, found.links)
     return Content(
         text=text,
         charset=charset,
@@ -141,7 +150,8 @@ def analyse(url: GeminiURL, body: bytes, mime: MimeType) -> Content:
         lang=lang or detect_language(lang_sample),
         title=cap_title(title) if title else None,
         links=links,
-        invalid_links=invalid,
+        invalid_links=invalid + found.oversized,
+        dropped_links=found.dropped,
         feed_kind=feed_kind,
         content_hash=content_hash,
     )
@@ -266,18 +276,18 @@ _MD_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^<>\s]+)>")
 _MD_REFERENCE = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*<?(\S+?)>?(?:[ \t]+.*)?$")
 
 
-def _markdown(text: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """Title (first level-1 heading, else first heading, else first line) and links.
+def _markdown(text: str, links: LinkCollector) -> str | None:
+    """Title (first level-1 heading, else first heading, else first line); links go to
+    ``links``.
 
     Fenced code is skipped: links and ``#`` lines in a shell sample are not the page's.
     """
-    links: list[tuple[str, str]] = []
     first_h1: str | None = None
     first_heading: str | None = None
     first_line: str | None = None
     previous = ""
     in_fence = False
-    for line in text.splitlines():
+    for line in lines(text):
         if _MD_FENCE.match(line):
             in_fence = not in_fence
             previous = ""
@@ -300,30 +310,32 @@ def _markdown(text: str) -> tuple[str | None, list[tuple[str, str]]]:
             first_line = line.strip()
         reference = _MD_REFERENCE.match(line)
         if reference:
-            links.append((reference.group(2), reference.group(1).strip()))
+            links.add(reference.group(2), reference.group(1).strip())
         else:
-            links.extend((m.group(2), m.group(1).strip()) for m in _MD_INLINE.finditer(line))
-            links.extend((m.group(1), "") for m in _MD_AUTOLINK.finditer(line))
+            for match in _MD_INLINE.finditer(line):
+                links.add(match.group(2), match.group(1).strip())
+            for match in _MD_AUTOLINK.finditer(line):
+                links.add(match.group(1), "")
         previous = line
-    return first_h1 or first_heading or first_line, links
+    return first_h1 or first_heading or first_line
 
 
 class _HtmlFacts(HTMLParser):
     """Title, ``<a href>`` links, ``<html lang>`` and visible text of an HTML page."""
 
-    def __init__(self) -> None:
+    def __init__(self, links: LinkCollector) -> None:
         super().__init__(convert_charrefs=True)
         self.title: str | None = None
         self.lang: str | None = None
-        self.links: list[tuple[str, str]] = []
+        self.links = links
         self._chunks: list[str] = []
         self._title_parts: list[str] | None = None
         self._anchor: tuple[str, list[str]] | None = None
         self._skip = 0
 
     @classmethod
-    def read(cls, text: str) -> _HtmlFacts:
-        parser = cls()
+    def read(cls, text: str, links: LinkCollector) -> _HtmlFacts:
+        parser = cls(links)
         try:
             parser.feed(text)
             parser.close()
@@ -352,7 +364,7 @@ class _HtmlFacts(HTMLParser):
             self._title_parts = None
         elif tag == "a" and self._anchor is not None:
             href, parts = self._anchor
-            self.links.append((href, " ".join("".join(parts).split())))
+            self.links.add(href, " ".join("".join(parts).split()))
             self._anchor = None
         elif tag in ("script", "style") and self._skip:
             self._skip -= 1
@@ -369,11 +381,12 @@ class _HtmlFacts(HTMLParser):
 
 
 def _resolve_links(
-    base: GeminiURL, raw_links: Iterable[tuple[str, str]]
+    base: GeminiURL, raw_links: Iterable[gemtext.Link]
 ) -> tuple[tuple[ExtractedLink, ...], int]:
     seen: dict[str, ExtractedLink] = {}
     invalid = 0
-    for raw, label in raw_links:
+    for link in raw_links:
+        raw, label = link.url, link.label
         try:
             absolute = resolve(base, raw)
         except InvalidURL:

@@ -32,7 +32,7 @@ import trio
 from sqlalchemy import Engine, insert, update
 
 from crawler.admission import EXCLUDED, OUTSIDE, Admission, Verdict, load_exclusions
-from crawler.content import analyse, decode, detect_language
+from crawler.content import Content, analyse, decode, detect_language
 from crawler.fetch import FetchLimits, FetchResult, fetch
 from crawler.frontier import Claim, Frontier, FrontierItem, lock_frontier
 from crawler.messages import (
@@ -111,6 +111,44 @@ def _error_kind(error: BaseException) -> str:
 
 def _lookup_error_kind(error: ConnectFailed) -> str:
     return error.kind if isinstance(error, AddressRefused) else "dns"
+
+
+def _fetch_record(
+    item: FrontierItem,
+    result: FetchResult,
+    started: datetime,
+    *,
+    content: Content | None = None,
+    retry_at: datetime | None = None,
+    held: bool = False,
+    capsule_failures: int = 0,
+    parked_until: datetime | None = None,
+) -> FetchRecord:
+    """What a request for ``item`` brought, with the engine's decisions about it."""
+    header, error = result.header, result.error
+    return FetchRecord(
+        item=item,
+        started_at=started,
+        duration=result.duration,
+        address=result.address,
+        status=header.status if header is not None else None,
+        meta=header.meta if header is not None else None,
+        mime=result.mime.essence if result.mime is not None else None,
+        error_kind=_error_kind(error) if error is not None else None,
+        error_message=str(error)[:1000] if error is not None else None,
+        bytes_read=result.bytes_read,
+        size=len(result.body) if result.body is not None else None,
+        body_skipped=result.body_skipped,
+        truncated=result.truncated,
+        possibly_truncated=result.possibly_truncated,
+        tls_version=result.tls_version,
+        certificate=result.certificate,
+        content=content,
+        retry_at=retry_at,
+        held=held,
+        capsule_failures=capsule_failures,
+        parked_until=parked_until,
+    )
 
 
 def _connection_failure(result: FetchResult) -> bool:
@@ -568,7 +606,7 @@ class Crawl:
         self._account(url, result, robots=False)
         header = result.header
         if header is not None and header.status == 44:
-            await self._slow_down(slot, item, header.meta, result)
+            await self._slow_down(slot, item, header.meta, result, started)
             return
         await self._record(await self._outcome(slot, item, url, result, started))
         await self._hold_or_defer(slot)
@@ -685,23 +723,10 @@ class Crawl:
                 content = analyse(url, body, mime)
         temporary = error is not None or (header is not None and header.family == 4)
         retry_at = parked if parked is not None else (self._retry_at(item) if temporary else None)
-        return FetchRecord(
-            item=item,
-            started_at=started,
-            duration=result.duration,
-            address=result.address,
-            status=header.status if header is not None else None,
-            meta=header.meta if header is not None else None,
-            mime=result.mime.essence if result.mime is not None else None,
-            error_kind=_error_kind(error) if error is not None else None,
-            error_message=str(error)[:1000] if error is not None else None,
-            bytes_read=result.bytes_read,
-            size=len(result.body) if result.body is not None else None,
-            body_skipped=result.body_skipped,
-            truncated=result.truncated,
-            possibly_truncated=result.possibly_truncated,
-            tls_version=result.tls_version,
-            certificate=result.certificate,
+        return _fetch_record(
+            item,
+            result,
+            started,
             content=content,
             retry_at=retry_at,
             capsule_failures=slot.failures,
@@ -709,10 +734,18 @@ class Crawl:
         )
 
     async def _slow_down(
-        self, slot: HostSlot, item: FrontierItem, meta: str, result: FetchResult
+        self,
+        slot: HostSlot,
+        item: FrontierItem,
+        meta: str,
+        result: FetchResult,
+        started: datetime,
     ) -> None:
         """44: wait what the capsule asks (capped), slower for the rest of the run; the third
-        in a row, or a wait too long to hold in memory, sends the capsule's rows back."""
+        in a row, or a wait too long to hold in memory, sends the capsule's rows back.
+
+        Either way the page records the 44 and when it will be asked again, so `sextant
+        show` can explain a page that has no content yet."""
         rules = self.rules
         wait = slow_down_seconds(meta, cap=rules.slow_down_cap)
         self.stats.slow_downs += 1
@@ -727,15 +760,20 @@ class Crawl:
             self.scheduler.release(slot, requested=True, pause=wait)
             self.stats.deferred += 1 + len(dropped)
             await self._record(
-                Deferred(
-                    (item.id, *(other.id for other in dropped)),
-                    until,
-                    capsule_id=slot.key,
-                    attempted=True,
-                )
+                _fetch_record(item, result, started, retry_at=until, capsule_failures=slot.failures)
+            )
+            # The 44's own row is retried (an attempt counted) by the record above.
+            await self._record(
+                Deferred(tuple(other.id for other in dropped), until, capsule_id=slot.key)
             )
             return
         self.scheduler.release(slot, requested=True, pause=wait, requeue=item)
+        retry_at = utcnow() + timedelta(seconds=wait)
+        await self._record(
+            _fetch_record(
+                item, result, started, retry_at=retry_at, held=True, capsule_failures=slot.failures
+            )
+        )
 
     # --- robots.txt --------------------------------------------------------------------------
 

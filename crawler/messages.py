@@ -40,6 +40,9 @@ class FetchRecord:
     content: Content | None = None
     # What happens to the frontier row: None = done (deleted), else due again then.
     retry_at: datetime | None = None
+    # The engine keeps the row leased and asks again itself at ``retry_at`` (a 44 it waits
+    # out in this run): the row only learns its new due time, for show and for a restart.
+    held: bool = False
     # The capsule after this request (decided by the engine's politeness rules).
     capsule_failures: int = 0
     parked_until: datetime | None = None

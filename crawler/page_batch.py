@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 
 from crawler.admission import ADMITTED, EXCLUDED
-from crawler.content import ExtractedLink
+from crawler.content import MAX_LINKS_PER_PAGE, ExtractedLink
 from crawler.frontier import (
     MAX_RECRAWL,
     PAGES,
@@ -44,6 +44,11 @@ if TYPE_CHECKING:
 
 LINKS = Link.__table__
 _CHUNK = 500
+# A writer batch is stored in groups of pages carrying at most this many links together (a
+# page alone may carry up to MAX_LINKS_PER_PAGE): 64 pages at the cap would otherwise put
+# 128,000 links, their targets and their rows in memory at once. Storing group after group
+# in one transaction gives what storing page after page would.
+LINKS_PER_GROUP = 2 * MAX_LINKS_PER_PAGE
 
 _SELECT_PAGES = select(
     PAGES.c.id,
@@ -98,6 +103,7 @@ _NO_CONTENT: dict[str, object] = {
     "content_hash": None,
     "feed_kind": None,
     "duplicate_of_id": None,
+    "links_dropped": 0,
 }
 _STATE_OF_FAMILY = {1: "input", 2: "ok", 3: "redirect", 5: "gone", 6: "certificate"}
 # Columns whose change the index shows: a change moves updated_at, the indexer's watermark.
@@ -138,6 +144,21 @@ def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
     return [values[start : start + _CHUNK] for start in range(0, len(values), _CHUNK)]
 
 
+def _groups(records: Sequence[FetchRecord]) -> list[Sequence[FetchRecord]]:
+    """Consecutive runs of records whose links add up to at most ``LINKS_PER_GROUP``."""
+    groups: list[Sequence[FetchRecord]] = []
+    start, links = 0, 0
+    for index, record in enumerate(records):
+        count = len(record.content.links) if record.content is not None else 0
+        if index > start and links + count > LINKS_PER_GROUP:
+            groups.append(records[start:index])
+            start, links = index, 0
+        links += count
+    if start < len(records):
+        groups.append(records[start:])
+    return groups
+
+
 class PageBatch:
     """Stores fetch records inside the writer's transaction (see :meth:`Writer.commit`)."""
 
@@ -149,6 +170,10 @@ class PageBatch:
         self._redirects: dict[str, tuple[str, str | None]] = {}
 
     def store(self, records: Sequence[FetchRecord]) -> None:
+        for group in _groups(records):
+            self._store(group)
+
+    def _store(self, records: Sequence[FetchRecord]) -> None:
         pages = self._load_pages([record.item.page_id for record in records])
         plans: list[_Plan] = []
         targets: dict[str, _Target] = {}
@@ -262,6 +287,7 @@ class PageBatch:
             title=content.title,
             content_hash=content.content_hash,
             feed_kind=content.feed_kind,
+            links_dropped=content.dropped_links,
         )
         plan.links = content.links
 
@@ -503,7 +529,7 @@ class PageBatch:
         )
         writer.update_capsule(self.conn, plan.page.capsule_id, self.now, record)
         if record.retry_at is not None:
-            writer.retry_row(self.conn, record.item.id, record.retry_at)
+            writer.retry_row(self.conn, record.item.id, record.retry_at, held=record.held)
         else:
             writer.finish_row(record.item.id)
         if record.parked_until is not None:

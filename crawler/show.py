@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import aliased
 
-from sextant.store import Link, Page
+from sextant.protocol import slow_down_seconds
+from sextant.store import FetchAttempt, FrontierEntry, Link, Page
 
 PAGES = Page.__table__
 LINKS = Link.__table__
+ATTEMPTS = FetchAttempt.__table__
+FRONTIER = FrontierEntry.__table__
 
 
 def describe_page(engine: Engine, url: str) -> dict[str, Any] | None:
@@ -36,6 +40,20 @@ def describe_page(engine: Engine, url: str) -> dict[str, Any] | None:
         inbound = conn.execute(
             select(func.count()).select_from(LINKS).where(LINKS.c.target_id == page.id)
         ).scalar_one()
+        due = conn.execute(
+            select(FRONTIER.c.due_at).where(FRONTIER.c.page_id == page.id)
+        ).scalar_one_or_none()
+        last = conn.execute(
+            select(ATTEMPTS.c.status, ATTEMPTS.c.meta, ATTEMPTS.c.started_at)
+            .where(ATTEMPTS.c.page_id == page.id)
+            .order_by(ATTEMPTS.c.id.desc())
+            .limit(1)
+        ).one_or_none()
+    slow_down = None
+    if last is not None and last.status == 44:
+        # What the capsule asked for (the crawler caps its own wait; ``retry_at`` says when).
+        asked = slow_down_seconds(last.meta or "", cap=math.inf)
+        slow_down = {"meta": last.meta, "seconds": asked, "at": last.started_at}
     return {
         "url": page.url,
         "status": page.status,
@@ -66,4 +84,9 @@ def describe_page(engine: Engine, url: str) -> dict[str, Any] | None:
         "depth": page.depth,
         "content_hash": page.content_hash,
         "inbound_links": inbound,
+        "links_dropped": page.links_dropped,
+        # When the frontier asks for the page next; None when it is not queued.
+        "retry_at": due,
+        # The latest answer was 44 SLOW DOWN: its meta, the seconds asked, when.
+        "slow_down": slow_down,
     }

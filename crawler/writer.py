@@ -70,6 +70,13 @@ _RETRY_ROWS = (
         leased_until=None,
     )
 )
+# A row the engine still holds (a 44 waited out in this run): only its due time changes,
+# so a restart, or `sextant show`, knows when the capsule may be asked again.
+_POSTPONE_ROWS = (
+    update(FRONTIER)
+    .where(FRONTIER.c.id == bindparam("fid"), FRONTIER.c.lease_owner == bindparam("owner"))
+    .values(due_at=bindparam("due"))
+)
 _PIN_OF = select(CAPSULES.c.tls_fingerprint, CAPSULES.c.tls_not_after).where(
     CAPSULES.c.id == bindparam("cid")
 )
@@ -103,6 +110,7 @@ class Writer:
         self._attempts: list[dict[str, object]] = []
         self._finished: list[int] = []
         self._retries: list[dict[str, object]] = []
+        self._postponed: list[dict[str, object]] = []
         self._capsule_facts: dict[int, dict[str, object]] = {}
 
     def commit(self, batch: Sequence[Message]) -> None:
@@ -144,6 +152,7 @@ class Writer:
         self._attempts = []
         self._finished = []
         self._retries = []
+        self._postponed = []
         self._capsule_facts = {}
         now = utcnow()
         with self.engine.begin() as conn:
@@ -161,6 +170,8 @@ class Writer:
                 conn.execute(_INSERT_ATTEMPTS, self._attempts)
             if self._retries:
                 conn.execute(_RETRY_ROWS, self._retries)
+            if self._postponed:
+                conn.execute(_POSTPONE_ROWS, self._postponed)
             for start in range(0, len(self._finished), 500):
                 conn.execute(_DELETE_ROWS, {"ids": self._finished[start : start + 500]})
             for capsule_id, values in self._capsule_facts.items():
@@ -204,8 +215,13 @@ class Writer:
     def finish_row(self, frontier_id: int) -> None:
         self._finished.append(frontier_id)
 
-    def retry_row(self, conn: Connection, frontier_id: int, due: datetime) -> None:
-        self._retries.append({"fid": frontier_id, "due": due})
+    def retry_row(
+        self, conn: Connection, frontier_id: int, due: datetime, *, held: bool = False
+    ) -> None:
+        if held:
+            self._postponed.append({"fid": frontier_id, "due": due, "owner": self.owner})
+        else:
+            self._retries.append({"fid": frontier_id, "due": due})
 
     def update_capsule(
         self, conn: Connection, capsule_id: int, now: datetime, contact: CapsuleContact

@@ -123,6 +123,9 @@ class Page(Base):
         ForeignKey("pages.id", ondelete="SET NULL"), index=True
     )
     feed_kind: Mapped[str | None] = mapped_column(String(16))  # gemsub, atom, rss
+    # Links on the page past the crawler's cap (crawler.content.MAX_LINKS_PER_PAGE): neither
+    # stored in ``links`` nor followed. 0 for every page within the cap.
+    links_dropped: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     fetched_at: Mapped[datetime | None] = mapped_column(DateTime)
     changed_at: Mapped[datetime | None] = mapped_column(DateTime)

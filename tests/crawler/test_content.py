@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
 
-from crawler.content import analyse, decode
+from crawler.content import MAX_LINKS_PER_PAGE, analyse, decode
 from sextant.protocol import MimeType
 from sextant.urls import parse
 
@@ -166,6 +167,57 @@ def test_gemtext_links_are_resolved_deduplicated_and_counted():
         ("spartan://example.org/", "spartan", "[31mRed[0m label", 6),
     ]
     assert content.feed_kind is None
+
+
+def _many(kind: str, count: int) -> bytes:
+    """A page of ``kind`` with ``count`` distinct links, /0, /1, ..."""
+    if kind == "text/gemini":
+        return "".join(f"=>{n}\n" for n in range(count)).encode()
+    if kind == "text/markdown":
+        return "".join(f"[l](/{n}) " for n in range(count)).encode()
+    if kind == "text/html":
+        return "".join(f'<a href="/{n}">l</a>' for n in range(count)).encode()
+    items = "".join(f"<item><title>t</title><link>/{n}</link></item>" for n in range(count))
+    return f"<rss><channel><title>F</title>{items}</channel></rss>".encode()
+
+
+@pytest.mark.parametrize(
+    "kind", ["text/gemini", "text/markdown", "text/html", "application/rss+xml"]
+)
+def test_links_past_the_cap_are_counted_as_dropped(kind):
+    content = run(_many(kind, MAX_LINKS_PER_PAGE + 700), kind)
+    assert len(content.links) == MAX_LINKS_PER_PAGE
+    assert content.links[-1].url.endswith(f"/{MAX_LINKS_PER_PAGE - 1}")
+    assert content.dropped_links == 700
+
+
+def test_repeated_and_equivalent_links_do_not_count_against_the_cap():
+    # 4,000 lines, but only 1,500 URLs as written, each spelled twice in a row.
+    page = "".join(f"=> /{n}\n=> /{n} again\n" for n in range(1500)) * 2
+    content = run(page.encode())
+    assert (len(content.links), content.dropped_links) == (1500, 0)
+
+
+def test_a_megabyte_long_url_is_invalid_without_being_resolved():
+    """Resolving percent-encodes and normalizes the whole reference: on four 1 MB links of
+    accented letters that took 30 times as long as reading a page of prose (measured)."""
+    huge = ("=> " + "é" * 512 * 1024 + " Huge\n") * 4 + "=> /fine Fine\n"
+    prose = "word " * (len(huge.encode()) // 5)
+    content = run(huge.encode())
+    assert [link.url for link in content.links] == ["gemini://example.org/fine"]
+    assert content.invalid_links == 4
+    # Interleaved, the best of three of each: loose enough for a loaded machine.
+    hostile, friendly = [], []
+    for _ in range(3):
+        hostile.append(_seconds(run, huge.encode()))
+        friendly.append(_seconds(run, prose.encode()))
+    assert min(hostile) < 5 * min(friendly) + 0.1, (hostile, friendly)
+
+
+def _seconds(fn, *args):
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
 
 
 def test_plain_text_title_is_first_non_empty_line_and_it_has_no_links():

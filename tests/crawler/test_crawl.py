@@ -7,15 +7,24 @@ checks both sides: what the capsules were asked (and when) and what the store no
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from datetime import timedelta
 
 import trio
 from sqlalchemy import select
 
+from bench.bench_page_cost import crawl_one_page, links_page
+from crawler.content import MAX_LINKS_PER_PAGE, Content, analyse
+from crawler.fetch import FetchLimits
+from crawler.frontier import FrontierItem
+from crawler.messages import FetchRecord
 from crawler.options import AllowedHosts
+from crawler.page_batch import LINKS_PER_GROUP, _groups
+from sextant.protocol import MimeType
 from sextant.server import Response
 from sextant.store import Page, SeedRequest, utcnow
+from sextant.urls import parse
 from tests.crawler.crawling import TEST_DELAY, crawl, gaps
 from tests.gemini_server import (
     ScriptedCapsule,
@@ -607,3 +616,65 @@ async def test_a_long_crawl_delay_sends_rows_back_instead_of_holding_the_run(tmp
     assert site.paths == ["/robots.txt", "/"]  # one page per Crawl-delay, robots.txt cached
     assert second.page(running["patient.test"].url("/")).state == "ok"
     assert running["patient.test"].url("/p/0") in second.frontier()
+
+
+# --- what one page may cost ----------------------------------------------------------------
+
+
+def test_a_page_of_nothing_but_links_costs_bounded_memory_and_store(tmp_path):
+    """The largest body the crawler takes, made only of short distinct links (664,000 of
+    them). Before the link cap the crawler's RSS reached 1.77 GB on it and the store grew by
+    351 MB (measured); the README promises under 300 MB of RAM. The crawl runs as its own
+    process, so its peak RSS is read from the kernel (``wait4``) and is the crawler's alone.
+    """
+    max_body = FetchLimits().max_body_bytes
+    page, number = links_page(max_body)
+    assert number > 600_000
+    cost = crawl_one_page(page, tmp_path)
+    assert cost.returncode == 0
+    assert cost.peak_rss_mb < 300, cost
+    # The body itself, and for each kept link a page row, a frontier row and a link row
+    # with their index entries: about 600 bytes measured, 1 KiB allowed.
+    assert cost.store_growth_bytes < max_body + MAX_LINKS_PER_PAGE * 1024, cost
+    with sqlite3.connect(tmp_path / "data" / "sextant.db") as db:
+        (dropped,) = db.execute("SELECT links_dropped FROM pages WHERE depth = 0").fetchone()
+        (kept,) = db.execute("SELECT count(*) FROM links").fetchone()
+    assert (kept, dropped) == (MAX_LINKS_PER_PAGE, number - MAX_LINKS_PER_PAGE)
+
+
+def test_a_batch_of_link_heavy_pages_is_stored_in_bounded_groups():
+    heavy = analyse(
+        parse("gemini://heavy.test/"),
+        "".join(f"=> /{n}\n" for n in range(3 * MAX_LINKS_PER_PAGE)).encode(),
+        MimeType.parse("text/gemini"),
+    )
+    light = analyse(parse("gemini://light.test/"), b"=> /a\n", MimeType.parse("text/gemini"))
+    now = utcnow()
+    item = FrontierItem(1, 1, 1, "gemini://heavy.test/", 0, "seed", 0, 0, now, 0, now)
+
+    def record(content: Content | None) -> FetchRecord:
+        return FetchRecord(item, now, 0.1, "127.0.0.1", 20, "text/gemini", content=content)
+
+    batch = [record(c) for c in (heavy, light, heavy, None, heavy, heavy, light)]
+    groups = _groups(batch)
+    assert [len(group) for group in groups] == [2, 3, 2]  # 2,001, 4,000 and 2,001 links
+    assert [record for group in groups for record in group] == batch
+    for group in groups:
+        links = sum(len(r.content.links) for r in group if r.content is not None)
+        assert links <= LINKS_PER_GROUP or len(group) == 1
+
+
+async def test_link_heavy_pages_crawled_together_keep_their_capped_links(tmp_path, capsules):
+    site = ScriptedCapsule("heavy.test")
+    pages = {"/": gemtext("".join(f"=> /{name}/\n" for name in "abcd"))}
+    for name in "abcd":
+        pages[f"/{name}/"] = gemtext("".join(f"=> {n}\n" for n in range(2500)))
+    site.routes(pages)
+    running = await capsules(site)
+    result = await crawl(tmp_path, running, running["heavy.test"].url("/"), max_pages=5)
+    for name in "abcd":
+        url = running["heavy.test"].url(f"/{name}/")
+        assert result.page(url).links_dropped == 500
+        links = result.links_from(url)
+        assert [link.position for link in links] == list(range(MAX_LINKS_PER_PAGE))
+        assert links[-1].target_url == f"{url}{MAX_LINKS_PER_PAGE - 1}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 from click.testing import CliRunner
@@ -132,6 +133,51 @@ async def test_show_and_the_fetch_log_neutralise_c1_and_bidi_controls(tmp_path, 
     assert unsafe_characters(logged) == []
     metas = [json.loads(line)["meta"] for line in logged.splitlines()]
     assert f"gone {flip}" in metas
+
+
+async def test_show_tells_how_many_links_were_dropped(tmp_path, capsules):
+    site = ScriptedCapsule("many.test")
+    site.route("/", gemtext("".join(f"=> /{n} Page {n}\n" for n in range(2100))))
+    running = await capsules(site)
+    home = running["many.test"].url("/")
+    await crawl(tmp_path, running, home, max_pages=1)
+
+    human = run_cli(tmp_path, "show", "--no-body", home)
+    assert "outbound links  2000 (100 more dropped: only the first 2,000 distinct" in human.output
+    as_json = json.loads(run_cli(tmp_path, "show", "--json", home).output)
+    assert (len(as_json["links"]), as_json["links_dropped"]) == (2000, 100)
+
+
+@pytest.mark.parametrize(
+    ("meta", "asked", "waited"),
+    [
+        # Longer than the crawler holds a capsule: its rows go back to the frontier, due
+        # after the wait (capped at PolitenessRules.slow_down_cap, 600 s).
+        ("3600", 3600, 600),
+        # Short: waited out in memory; the crawl ends (--max-time) before the retry.
+        ("5", 5, 5),
+    ],
+    ids=["deferred", "held"],
+)
+async def test_show_explains_a_slow_down(tmp_path, capsules, meta, asked, waited):
+    site = ScriptedCapsule("busy.test")
+    site.routes({"/": gemtext("# Busy\n=> /slow Slow\n"), "/slow": Response(44, meta)})
+    running = await capsules(site)
+    slow = running["busy.test"].url("/slow")
+    await crawl(tmp_path, running, running["busy.test"].url("/"), max_time=2.0)
+    assert len(site.hits("/slow")) == 1
+
+    as_json = json.loads(run_cli(tmp_path, "show", "--json", slow).output)
+    assert (as_json["state"], as_json["status"], as_json["meta"]) == ("error", 44, meta)
+    assert as_json["slow_down"]["seconds"] == asked
+    asked_at = datetime.fromisoformat(as_json["slow_down"]["at"].rstrip("Z"))
+    retry_at = datetime.fromisoformat(as_json["retry_at"].rstrip("Z"))
+    assert waited - 1 <= (retry_at - asked_at).total_seconds() <= waited + 2
+
+    human = run_cli(tmp_path, "show", "--no-body", slow).output
+    assert f"status          44 {meta}" in human
+    retry = as_json["retry_at"].replace("T", " ")
+    assert f"slowed down     the capsule asked to wait {asked} s; retry after {retry}" in human
 
 
 @pytest.mark.parametrize(
