@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from search_capsule import routes, user_input
 from search_capsule.services import Call, Overloaded, Services
-from search_capsule.throttle import Throttle
+from sextant.admission import client_key
 from sextant.errors import MalformedRequest
 from sextant.protocol import Status
 from sextant.server import Request, Response
@@ -22,12 +22,7 @@ OVERLOADED = "the search capsule is busy; please try again in a few seconds"
 class CapsuleApp:
     def __init__(self, services: Services) -> None:
         self.services = services
-        limits = services.limits
-        self.throttle = (
-            Throttle(rate=limits.rate_per_client, burst=limits.burst_per_client)
-            if limits.rate_per_client
-            else None
-        )
+        self.throttle = services.throttle
 
     def close(self) -> None:
         """Release what the app holds open: worker threads, the searcher, the store engine."""
@@ -46,7 +41,7 @@ class CapsuleApp:
         except MalformedRequest as exc:
             return Response.bad_request(str(exc))
         route = found.route
-        client = request.peer[0]
+        client = client_key(request.peer[0])
         if route.costly and self.throttle is not None:
             wait = self.throttle.take(client)
             if wait:
