@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from search_capsule import routes, user_input
 from search_capsule.services import Call, Overloaded, Services
+from search_capsule.throttle import SlowDown
 from sextant.admission import client_key
 from sextant.errors import MalformedRequest
 from sextant.protocol import Status
@@ -51,3 +52,5 @@ class CapsuleApp:
             return await route.handler(self.services, call)
         except Overloaded:
             return Response(Status.SERVER_UNAVAILABLE, OVERLOADED)
+        except SlowDown as exc:  # its searches sent together overspent its allowance
+            return Response.slow_down(exc.seconds)

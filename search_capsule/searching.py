@@ -11,7 +11,8 @@ the capsule responsive under load:
   address are queued or running at once, so one address cannot fill the thread's queue;
 * a budget (:mod:`indexer.budget`) per search: a costly query stops early and its best
   results so far are shown, marked partial (never cached); its cost, in seconds of search
-  thread time, is charged to the client that asked (``charge``: the throttle's);
+  thread time, is charged to the client that asked (its ``throttle``), and a client whose
+  searches have overspent its allowance meanwhile gets 44 instead of its next search;
 * abandonment: when every request waiting for a search has gone (its client hung up), a
   search still queued is dropped and a running one cancelled at its next budget check;
 * a waiting-room bound: with every worker busy and ``max_waiting`` searches queued, new
@@ -41,14 +42,13 @@ from indexer.location import STATE_FILE, IndexMissing
 from indexer.query import SearchResults
 from search_capsule.cache import TTLCache
 from search_capsule.lanes import ClientLanes
+from search_capsule.throttle import SlowDown, Throttle
 from search_capsule.workers import WorkerThreads
 from sextant.errors import SearchCancelled
 
 log = logging.getLogger(__name__)
 
 CacheKey = tuple[str, int, int]
-#: Charges ``seconds`` of search-thread time to a client: ``charge(client, seconds)``.
-Charge = Callable[[str, float], None]
 
 
 class SearchBackend(Protocol):
@@ -86,7 +86,7 @@ class SearchService:
         max_waiting: int,
         per_client: int = 1,
         budget: float = DEFAULT_SECONDS,
-        charge: Charge | None = None,
+        throttle: Throttle | None = None,
         cache: TTLCache[CacheKey, SearchResults] | None = None,
     ) -> None:
         self.backend = backend
@@ -94,7 +94,7 @@ class SearchService:
         self.workers = WorkerThreads(workers, max_waiting=max_waiting, name="sextant-search")
         self.lanes = ClientLanes(per_client)
         self.budget = budget
-        self._charge = charge
+        self._throttle = throttle
         self.cache: TTLCache[CacheKey, SearchResults] = cache or TTLCache()
         self._index_stamp: tuple[int, int] | None = None
         self._in_flight: dict[CacheKey, _Computation] = {}
@@ -109,7 +109,8 @@ class SearchService:
 
         ``client`` (an address) is whose lane a new search takes and who pays for it. Raises
         :class:`~sextant.errors.QueryError` for a query the index cannot parse and
-        :class:`~search_capsule.workers.Overloaded` when too many searches already wait.
+        :class:`~search_capsule.workers.Overloaded` when too many searches already wait,
+        :class:`~search_capsule.throttle.SlowDown` when ``client`` has overspent.
         """
         self._forget_stale_results()
         key = (query, page, page_size)
@@ -124,6 +125,10 @@ class SearchService:
                 if computation is not None or key in self.cache:
                     release()
                     continue
+                owed = self._throttle.in_debt(client) if self._throttle is not None else 0
+                if owed:
+                    release()
+                    raise SlowDown(owed)
                 computation = self._start(key, client, release)
             result = await self._wait(key, computation)
             if isinstance(result, outcome.Value):
@@ -202,8 +207,8 @@ class SearchService:
             # stand in for a complete one that a quieter moment might give.
             if not result.value.partial:
                 self.cache.put(key, result.value)
-        if self._charge is not None:
-            self._charge(computation.client, spent)
+        if self._throttle is not None:
+            self._throttle.charge(computation.client, spent)
         computation.result = result
         computation.done.set()
 

@@ -108,7 +108,7 @@ def build_app(
         max_waiting=limits.max_waiting,
         per_client=limits.searches_per_client,
         budget=limits.search_budget,
-        charge=throttle.charge if throttle is not None else None,
+        throttle=throttle,
         cache=TTLCache(max_entries=limits.search_cache_entries, ttl=limits.search_cache_ttl),
     )
     services = Services(

@@ -21,6 +21,14 @@ import time
 from collections.abc import Callable
 
 
+class SlowDown(Exception):
+    """A client must wait ``seconds`` before its next costly page (the app answers 44)."""
+
+    def __init__(self, seconds: int) -> None:
+        super().__init__(f"slow down for {seconds} s")
+        self.seconds = seconds
+
+
 class Throttle:
     def __init__(
         self,
@@ -57,6 +65,15 @@ class Throttle:
         now = self._clock()
         tokens = self._tokens(client, now) - max(0.0, seconds) / self.cost_unit
         self._buckets[client] = (tokens, now)
+
+    def in_debt(self, client: str) -> int:
+        """0 when ``client`` has not overspent, else the seconds until it has paid off.
+
+        Asked again before a search that waited behind the client's own: searches it sent
+        together all passed :meth:`take` before the first of them was charged.
+        """
+        tokens = self._tokens(client, self._clock())
+        return 0 if tokens >= 0.0 else max(1, math.ceil(-tokens / self.rate))
 
     def _tokens(self, client: str, now: float) -> float:
         tokens, updated = self._buckets.get(client, (float(self.burst), now))

@@ -217,3 +217,28 @@ async def test_thousands_of_idle_connections_from_one_address_do_not_delay_anoth
     assert f"{NOTES} results" in reply.text
     assert elapsed < 1.0  # before: 7-17 s
     assert HOST  # the capsule listens on 127.0.0.1; every client above is on loopback
+
+
+async def test_searches_sent_together_stop_once_the_first_ones_overspent(
+    nursery, full_settings, tls_context
+):
+    # Allowance for 40 requests at once, but a microsecond of search costs a request.
+    limits = CapsuleLimits(rate_per_client=0.5, burst_per_client=40, search_cost_unit=1e-6)
+    running = await start_capsule(nursery, full_settings, tls_context, limits=limits)
+    search = running.app.services.search
+    statuses: list[int] = []
+
+    async def ask(number: int) -> None:
+        request = line(running.client.origin, f"/search?{quote(costly(number))}")
+        statuses.append((await from_address(ATTACKER, running.address, request)).status)
+
+    async with trio.open_nursery() as clients:
+        async with occupied(search.workers):
+            for number in range(5):
+                clients.start_soon(ask, number)
+            lanes = search.lanes
+            await until(lambda: lanes.in_flight(ATTACKER) + lanes.waiting(ATTACKER) == 5)
+    # All five passed the throttle on arrival; the four behind the first are refused once
+    # it has been charged, instead of each taking the thread in turn.
+    assert sorted(statuses) == [20, 44, 44, 44, 44]
+    assert search.computed == 1
