@@ -123,7 +123,7 @@ def serve(
     names = accepted_names(hostname, host)
     # Each process allows a client its share of the rate and of the connections: connections
     # spread evenly over the processes.
-    limits = _shared_limits(dataclasses.replace(DEFAULT_LIMITS, search_budget=search_budget), count)
+    limits = shared_limits(dataclasses.replace(DEFAULT_LIMITS, search_budget=search_budget), count)
     server_limits = dataclasses.replace(
         SERVER_LIMITS, max_connections_per_address=share_of(connections_per_address, count)
     )
@@ -142,7 +142,8 @@ def serve(
     raise SystemExit(130 if stopped_by == signal.SIGINT else 0)
 
 
-def _shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:
+def shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:
+    """Each process's part of the per-client allowance: connections spread evenly."""
     if limits.rate_per_client is None or processes == 1:
         return limits
     return dataclasses.replace(
