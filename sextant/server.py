@@ -4,10 +4,12 @@ Two layers share one listener:
 
 - :func:`serve_raw` accepts TLS connections with bounded concurrency and hands each stream to
   a handler; whatever the handler does wrong (or the client does wrong) stays inside that one
-  connection. Tests use it directly to misbehave on the wire.
+  connection. A client address over its share of connections is closed before any TLS work
+  (:mod:`sextant.admission`). Tests use it directly to misbehave on the wire.
 - :func:`serve` runs a Gemini application on top: it reads and validates the request line
-  (:func:`receive_request`), calls the app, and writes the response (:func:`respond`). Those
-  two steps are public so a raw handler can speak correct Gemini where it wants to.
+  (:func:`receive_request`), calls the app (cancelling it if the client hangs up meanwhile),
+  and writes the response (:func:`respond`). Those steps are public so a raw handler can
+  speak correct Gemini where it wants to.
 
 Spec references are to the Gemini protocol specification (geminiprotocol.net): §2 requests,
 §3.1 response headers, §3.2 status codes, §4 TLS (close_notify).
