@@ -11,7 +11,11 @@ result cache does not flatter the figures; one extra run repeats a single query 
 what the cache gives. Run:
 
     .venv/bin/python -m bench.bench_capsule [--quick] [--pages N] [--requests N] [--processes N]
-        [--unbalanced]
+        [--unbalanced] [--hostile | --idle [--uncapped]]
+
+``--hostile`` and ``--idle`` measure issue 18 instead: an attacker at 127.0.0.2 keeps 40
+costly queries in flight (``--hostile``) or holds 2,500 idle connections (``--idle``), and
+a visitor at 127.0.0.3 sends simple searches one at a time; target p99 <= 1 s.
 
 The generated store and index are kept in ``$TMPDIR/sextant-bench-capsule-<pages>`` and
 reused by later runs (delete the directory to regenerate). Target: p99 <= 100 ms at
@@ -21,6 +25,8 @@ concurrency 16 on two cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import math
 import multiprocessing
@@ -43,12 +49,14 @@ from sqlalchemy import insert, select
 
 from indexer.build import run_index
 from indexer.query import open_searcher
+from search_capsule.cli import shared_limits
 from search_capsule.processes import Supervisor, default_process_count
-from search_capsule.server import load_certificate, serve_process
+from search_capsule.server import DEFAULT_LIMITS, SERVER_LIMITS, load_certificate, serve_process
 from search_capsule.services import CapsuleLimits
+from sextant.admission import share_of
 from sextant.config import Settings
 from sextant.loadshare import LoadShare
-from sextant.server import bind_sockets
+from sextant.server import ServerLimits, bind_sockets
 from sextant.store import make_engine
 from sextant.store.migrate import open_store, upgrade
 from sextant.store.models import Capsule, Link, Page
@@ -288,8 +296,8 @@ def _load(port: int, paths: list[str], concurrency: int) -> dict[str, Any]:
     return {"wall": time.perf_counter() - started, "latencies": latencies, "failures": failures}
 
 
-def _fetch(port: int, path: str, context: ssl.SSLContext) -> int:
-    with socket.create_connection((HOST, port), timeout=30) as tcp:
+def _fetch(port: int, path: str, context: ssl.SSLContext, source: str = "") -> int:
+    with socket.create_connection((HOST, port), timeout=30, source_address=(source, 0)) as tcp:
         tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with context.wrap_socket(tcp, server_hostname="localhost") as stream:
             stream.sendall(f"gemini://{HOST}:{port}{path}\r\n".encode())
@@ -322,12 +330,32 @@ class Server:
     """The capsule as ``sextant serve --processes N`` runs it: a supervisor process and N
     capsule processes accepting on one port, all apart from this one."""
 
-    def __init__(self, settings: Settings, processes: int, *, balanced: bool = True) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        processes: int,
+        *,
+        balanced: bool = True,
+        limits: CapsuleLimits | None = None,
+        server_limits: ServerLimits | None = None,
+    ) -> None:
         self.sockets = bind_sockets(HOST, 0)
         self.port = self.sockets[0].getsockname()[1]
         certificate = load_certificate(settings, "localhost")
-        limits = CapsuleLimits(rate_per_client=None)  # all load comes from one address
-        child = partial(serve_process, settings, limits, certificate, HOST, ["localhost", HOST])
+        if limits is None:
+            limits = CapsuleLimits(rate_per_client=None)  # all load comes from one address
+        # The per-address connection cap is off too unless asked for (the hostile modes).
+        if server_limits is None:
+            server_limits = dataclasses.replace(SERVER_LIMITS, max_connections_per_address=None)
+        child = partial(
+            serve_process,
+            settings,
+            limits,
+            certificate,
+            HOST,
+            ["localhost", HOST],
+            server_limits=server_limits,
+        )
         # Unbalanced: no process ever leaves a connection to a sibling, so each goes to
         # whichever process the kernel wakes first (how they shared the port before).
         share = LoadShare(processes) if balanced else LoadShare(processes, max_defer=0.0)
@@ -487,6 +515,163 @@ def _report(figures: dict[str, float | str], name: str, outcome: dict) -> None:
         figures[f"{name} failed"] = float(failed)
 
 
+# --- one address against another (issue 18) -------------------------------------------------
+
+ATTACKER = "127.0.0.2"
+VISITOR = "127.0.0.3"
+
+
+def costly_queries(words: list[str], count: int, rng: random.Random) -> list[str]:
+    """ORs of phrases of the commonest words, as long as a request allows: the queries that
+    held the search thread for seconds before searches had a budget."""
+    common = words[:30]
+    queries = []
+    for _ in range(count):
+        parts: list[str] = []
+        while sum(len(part) + 4 for part in parts) < 300:  # ~900 bytes once percent-encoded
+            parts.append(f'"{rng.choice(common)} {rng.choice(common)}"')
+        queries.append(" OR ".join(parts))
+    return queries
+
+
+def attacker_process(
+    port: int, paths: list[str], concurrency: int, ready: Any, stop: Any, results: Any
+) -> None:
+    """``concurrency`` threads sending ``paths`` from the attacker's address until ``stop``;
+    ``ready`` once they run (the process takes seconds to import what it needs)."""
+    context = client_context()
+    statuses: Counter[str] = Counter()
+    taking = threading.Lock()
+    pending = itertools.cycle(paths)
+
+    def worker() -> None:
+        while not stop.is_set():
+            with taking:
+                path = next(pending)
+            try:
+                outcome = str(_fetch(port, path, context, ATTACKER))
+            except (OSError, ValueError) as exc:  # refused over its connection cap
+                outcome = type(exc).__name__
+            with taking:
+                statuses[outcome] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    ready.set()
+    for thread in threads:
+        thread.join()
+    results.put(dict(statuses))
+
+
+def idle_process(port: int, count: int, ready: Any, stop: Any) -> None:
+    """Open ``count`` plain TCP connections from the attacker's address and say nothing."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 100)), hard))
+    held = []
+    for _ in range(count):
+        tcp = socket.socket()
+        tcp.bind((ATTACKER, 0))
+        tcp.setblocking(False)
+        tcp.connect_ex((HOST, port))
+        held.append(tcp)
+    ready.set()
+    stop.wait()
+    for tcp in held:
+        tcp.close()
+
+
+def visitor_latencies(port: int, paths: list[str]) -> tuple[list[float], Counter[str]]:
+    context = client_context()
+    latencies: list[float] = []
+    failures: Counter[str] = Counter()
+    for path in paths:
+        started = time.perf_counter()
+        try:
+            status = _fetch(port, path, context, VISITOR)
+        except (OSError, ValueError) as exc:
+            failures[type(exc).__name__] += 1
+            continue
+        if status == 20:
+            latencies.append(time.perf_counter() - started)
+        else:
+            failures[f"status {status}"] += 1
+    return latencies, failures
+
+
+def run_hostile(
+    mode: str,
+    *,
+    quick: bool,
+    pages: int | None,
+    requests: int | None,
+    processes: int | None,
+    capped: bool,
+) -> dict:
+    """``hostile``: 40 costly queries always in flight from one address; ``idle``: 2,500
+    idle connections held from one address. Either way, what another address's simple
+    searches (each new, one at a time) wait. ``capped`` False: the per-address limits off."""
+    pages = pages or (2_000 if quick else 100_000)
+    requests = requests or (100 if quick else 300)
+    settings, words = prepare(pages)
+    rng = random.Random(SEED + 18)
+    simple = [q for q in make_queries(words, requests * 2, rng) if " " not in q][:requests]
+    visitor = [f"/search?{quote(q)}" for q in simple]
+    processes = processes or default_process_count()
+    # As `sextant serve` runs: the throttle on and the totals shared out among the processes
+    # (capped False: the throttle and the connection cap off; the lanes and budget stay).
+    limits = shared_limits(
+        DEFAULT_LIMITS if capped else CapsuleLimits(rate_per_client=None), processes
+    )
+    server_limits = dataclasses.replace(
+        SERVER_LIMITS,
+        max_connections_per_address=share_of(
+            SERVER_LIMITS.max_connections_per_address if capped else None, processes
+        ),
+    )
+    spawn = multiprocessing.get_context("spawn")
+    stop = spawn.Event()
+    figures: dict[str, float | str] = {"pages indexed": f"{pages:,}", "mode": mode}
+    with Server(settings, processes, limits=limits, server_limits=server_limits) as server:
+        time.sleep(1.0)  # the processes open their searchers
+        visitor_latencies(server.port, [f"/search?{quote(words[0])}"])  # warm up
+        ready = spawn.Event()
+        if mode == "hostile":
+            attack = [f"/search?{quote(q)}" for q in costly_queries(words, 400, rng)]
+            results = spawn.Queue()
+            attacker = spawn.Process(
+                target=attacker_process, args=(server.port, attack, 40, ready, stop, results)
+            )
+        else:
+            results = None
+            attacker = spawn.Process(target=idle_process, args=(server.port, 2500, ready, stop))
+        attacker.start()
+        ready.wait()
+        time.sleep(1.0)  # the attack in full swing
+        latencies, failures = visitor_latencies(server.port, visitor)
+        stop.set()
+        attacker_statuses = results.get() if results is not None else {}
+        attacker.join()
+    p50 = percentile(latencies, 0.50) * 1000 if latencies else math.nan
+    p99 = percentile(latencies, 0.99) * 1000 if latencies else math.nan
+    worst = max(latencies) * 1000 if latencies else math.nan
+    what = "40 costly queries in flight" if mode == "hostile" else "2,500 idle connections"
+    print(
+        f"{pages:,} pages, {processes} processes, throttle and connection cap "
+        f"{'on' if capped else 'off'}; {what} from {ATTACKER}"
+    )
+    print(
+        f"visitor from {VISITOR}: {len(latencies)} simple searches, p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms, max {worst:.1f} ms, failed {sum(failures.values())} {dict(failures)}"
+    )
+    if attacker_statuses:
+        print(f"attacker's answers: {attacker_statuses}")
+    verdict = "meets" if p99 <= 1000 else "misses"
+    print(f"target: the visitor's p99 <= 1 s: {verdict} ({p99:.1f} ms)")
+    figures.update({"visitor p50 ms": p50, "visitor p99 ms": p99, "visitor max ms": worst})
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2,000 pages, 300 requests")
@@ -500,7 +685,33 @@ def main() -> None:
         action="store_true",
         help="processes never leave a connection to a less busy sibling (for comparison)",
     )
+    parser.add_argument(
+        "--hostile",
+        action="store_true",
+        help="40 costly queries in flight from 127.0.0.2; a visitor's latency from 127.0.0.3",
+    )
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="2,500 idle connections from 127.0.0.2; a visitor's latency from 127.0.0.3",
+    )
+    parser.add_argument(
+        "--uncapped",
+        action="store_true",
+        help="with --hostile/--idle: the per-address throttle and connection cap off "
+        "(for comparison; lanes and the search budget stay)",
+    )
     args = parser.parse_args()
+    if args.hostile or args.idle:
+        run_hostile(
+            "hostile" if args.hostile else "idle",
+            quick=args.quick,
+            pages=args.pages,
+            requests=args.requests,
+            processes=args.processes,
+            capped=not args.uncapped,
+        )
+        return
     run(
         quick=args.quick,
         pages=args.pages,

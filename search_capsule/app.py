@@ -19,7 +19,8 @@ import logging
 
 from search_capsule import routes, user_input
 from search_capsule.services import Call, Overloaded, Services
-from search_capsule.throttle import Throttle
+from search_capsule.throttle import SlowDown
+from sextant.admission import client_key
 from sextant.errors import MalformedRequest, StoreUnavailable
 from sextant.protocol import Status
 from sextant.server import Request, Response
@@ -35,12 +36,7 @@ log = logging.getLogger(__name__)
 class CapsuleApp:
     def __init__(self, services: Services) -> None:
         self.services = services
-        limits = services.limits
-        self.throttle = (
-            Throttle(rate=limits.rate_per_client, burst=limits.burst_per_client)
-            if limits.rate_per_client
-            else None
-        )
+        self.throttle = services.throttle
 
     def close(self) -> None:
         """Release what the app holds open: worker threads, the searcher, the store engine."""
@@ -59,7 +55,7 @@ class CapsuleApp:
         except MalformedRequest as exc:
             return Response.bad_request(str(exc))
         route = found.route
-        client = request.peer[0]
+        client = client_key(request.peer[0])
         if route.costly and self.throttle is not None:
             wait = self.throttle.take(client)
             if wait:
@@ -72,3 +68,5 @@ class CapsuleApp:
         except StoreUnavailable as exc:
             log.warning("%s: %s", url, exc)
             return Response(Status.SERVER_UNAVAILABLE, STORE_UNAVAILABLE)
+        except SlowDown as exc:  # its searches sent together overspent its allowance
+            return Response.slow_down(exc.seconds)

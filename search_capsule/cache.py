@@ -58,6 +58,11 @@ class TTLCache(Generic[K, V]):
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` has a live value, without counting a hit or a miss."""
+        entry = self._entries.get(key)  # type: ignore[call-overload]
+        return entry is not None and entry[0] > self._clock()
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -13,6 +13,7 @@ import click
 from search_capsule.processes import Supervisor, default_process_count
 from search_capsule.server import (
     DEFAULT_LIMITS,
+    SERVER_LIMITS,
     STOPPED,
     accepted_names,
     load_certificate,
@@ -20,6 +21,7 @@ from search_capsule.server import (
     tls_context,
 )
 from search_capsule.services import CapsuleLimits
+from sextant.admission import share_of
 from sextant.cli import pass_settings
 from sextant.config import Settings
 from sextant.errors import ConfigError
@@ -59,6 +61,28 @@ CERT_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)
     help="Also accept suggested seeds on this port (repeatable). By default the add-seed "
     "form takes only port 1965, so visitors cannot aim the crawler at other services.",
 )
+@click.option(
+    "--search-budget",
+    type=click.FloatRange(0.01, 60.0),
+    default=DEFAULT_LIMITS.search_budget,
+    show_default=True,
+    help="Seconds of search-thread time one search may take; a costlier query stops early "
+    "and shows the best results found so far, marked as such. Each search's time is charged "
+    "to its client's allowance (10 costly pages a second, bursts of 40, per address; 25 ms "
+    "of search costs as much as one page), and each address has one search in flight per "
+    "process, its others waiting behind it.",
+)
+@click.option(
+    "--connections-per-address",
+    type=click.IntRange(1, 100_000),
+    default=SERVER_LIMITS.max_connections_per_address,
+    show_default=True,
+    help="Open connections one client address (an IPv6 /64) may hold, shared out among the "
+    "processes; one more is closed at once. Each process serves at most "
+    f"{SERVER_LIMITS.max_connections} connections, and once half are open, new ones get "
+    f"{SERVER_LIMITS.crowded_request_timeout:g} s instead of "
+    f"{SERVER_LIMITS.request_timeout:g} s to send their request.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log every failure and connection problem.")
 @pass_settings
 def serve(
@@ -70,6 +94,8 @@ def serve(
     key: Path | None,
     processes: int | None,
     seed_ports: tuple[int, ...],
+    search_budget: float,
+    connections_per_address: int,
     verbose: bool,
 ) -> None:
     """Serve search over Gemini: gemini://HOSTNAME/ answers from any Gemini client.
@@ -105,14 +131,22 @@ def serve(
         click.echo(f"valid until {certificate.facts.not_after:%Y-%m-%d}; Ctrl-C stops")
 
     names = accepted_names(hostname, host)
-    # Each process allows a client its share of the rate: connections spread over them.
-    limits = _shared_limits(
+    # Each process allows a client its share of the rate and of the connections: connections
+    # spread evenly over the processes.
+    limits = shared_limits(
         dataclasses.replace(
-            DEFAULT_LIMITS, seed_ports=DEFAULT_LIMITS.seed_ports | frozenset(seed_ports)
+            DEFAULT_LIMITS,
+            search_budget=search_budget,
+            seed_ports=DEFAULT_LIMITS.seed_ports | frozenset(seed_ports),
         ),
         count,
     )
-    run = partial(serve_process, settings, limits, certificate, host, names)
+    server_limits = dataclasses.replace(
+        SERVER_LIMITS, max_connections_per_address=share_of(connections_per_address, count)
+    )
+    run = partial(
+        serve_process, settings, limits, certificate, host, names, server_limits=server_limits
+    )
     try:
         if count == 1:
             run(sockets, stop_on=signal.SIGTERM, ready=banner)
@@ -125,7 +159,8 @@ def serve(
     raise SystemExit(130 if stopped_by == signal.SIGINT else 0)
 
 
-def _shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:
+def shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:
+    """Each process's part of the per-client allowance: connections spread evenly."""
     if limits.rate_per_client is None or processes == 1:
         return limits
     return dataclasses.replace(

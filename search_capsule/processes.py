@@ -13,8 +13,10 @@ supervises:
   SIGINT, so Ctrl-C in a terminal (sent to the whole process group) stops them in order
   rather than all at once.
 
-Each child's caches and per-client throttle are its own: an identical query may be
-computed once per child, and each child allows a client its share of the rate.
+Each child's caches, per-client throttle, search lanes and connection counts are its own:
+an identical query may be computed once per child, and each child allows a client its
+share of the rate and of the open connections (``sextant serve`` divides the totals by the
+number of processes), and one search in flight.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from indexer.query import open_searcher
 from search_capsule.app import CapsuleApp
 from search_capsule.cache import TTLCache
 from search_capsule.searching import SearchService
-from search_capsule.services import CapsuleLimits, Services, StoreReader
+from search_capsule.services import CapsuleLimits, Services, StoreReader, make_throttle
 from sextant.cli import run_async
 from sextant.config import Settings
 from sextant.errors import ConfigError
@@ -38,7 +38,13 @@ _WILDCARDS = {"", "0.0.0.0", "::"}
 
 DEFAULT_LIMITS = CapsuleLimits()
 STOPPED = "search capsule stopped"
-SERVER_LIMITS = ServerLimits(request_timeout=10.0, max_connections=512, send_timeout=30.0)
+SERVER_LIMITS = ServerLimits(
+    request_timeout=10.0,
+    max_connections=512,
+    send_timeout=30.0,
+    max_connections_per_address=32,
+    crowded_request_timeout=2.0,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +100,21 @@ def build_app(
 ) -> CapsuleApp:
     """The capsule's app over the store and index that ``settings`` name."""
     engine = open_store(settings.db_url, busy_timeout=limits.store_busy_timeout)
+    throttle = make_throttle(limits)
     search = SearchService(
         open_searcher(settings),
         settings.index_dir,
         workers=limits.search_workers,
         max_waiting=limits.max_waiting,
+        per_client=limits.searches_per_client,
+        budget=limits.search_budget,
+        throttle=throttle,
         cache=TTLCache(max_entries=limits.search_cache_entries, ttl=limits.search_cache_ttl),
     )
-    return CapsuleApp(Services(store=StoreReader(engine, limits), search=search, limits=limits))
+    services = Services(
+        store=StoreReader(engine, limits), search=search, limits=limits, throttle=throttle
+    )
+    return CapsuleApp(services)
 
 
 async def run_capsule(
@@ -142,6 +155,7 @@ def serve_process(
     share: LoadShare | None = None,
     stop_on: signal.Signals = signal.SIGTERM,
     ready: Callable[[], None] | None = None,
+    server_limits: ServerLimits = SERVER_LIMITS,
 ) -> None:
     """One capsule process: its own app (searcher, store connections) on the shared sockets,
     until ``stop_on`` arrives (or Ctrl-C, when it is the only process)."""
@@ -153,7 +167,18 @@ def serve_process(
     gc.freeze()
     try:
         run_async(
-            partial(_serve_until, app, context, host, names, sockets, share, stop_on, ready),
+            partial(
+                _serve_until,
+                app,
+                context,
+                host,
+                names,
+                sockets,
+                share,
+                stop_on,
+                ready,
+                server_limits,
+            ),
             interrupted=STOPPED,
         )
     finally:
@@ -169,6 +194,7 @@ async def _serve_until(
     share: LoadShare | None,
     stop_on: signal.Signals,
     ready: Callable[[], None] | None,
+    server_limits: ServerLimits,
 ) -> None:
     with trio.open_signal_receiver(stop_on) as signals:
         async with trio.open_nursery() as nursery:
@@ -182,6 +208,7 @@ async def _serve_until(
                     hostnames=names,
                     sockets=sockets,
                     share=share,
+                    limits=server_limits,
                 )
             )
             if ready is not None:

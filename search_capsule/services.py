@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from indexer.budget import DEFAULT_SECONDS
 from search_capsule.cache import TTLCache
 from search_capsule.searching import SearchService
 from search_capsule.seeds import DEFAULT_SEED_PORTS
+from search_capsule.throttle import Throttle
 from search_capsule.workers import Overloaded, WorkerThreads
 from sextant.server import Response
 from sextant.store.engine import utcnow
@@ -52,6 +54,15 @@ class CapsuleLimits:
     # Per client address, for costly pages; None turns the throttle off (benchmarks).
     rate_per_client: float | None = 10.0
     burst_per_client: int = 40
+    # Seconds of search-thread time that cost a client as much as one request: a search
+    # that used its whole budget costs ten requests' worth of its address's allowance.
+    search_cost_unit: float = 0.025
+    # Seconds of search-thread time one search may take before it stops with the best
+    # results so far (indexer.budget; issue 18: one costly query held the thread 7.85 s).
+    search_budget: float = DEFAULT_SECONDS
+    # Searches of one client address queued for the search thread or running at once; its
+    # others wait behind its own (search_capsule.lanes), not ahead of other addresses'.
+    searches_per_client: int = 1
     search_cache_ttl: float = 300.0  # "identical queries within a few minutes"
     search_cache_entries: int = 2048
     store_cache_ttl: float = 30.0  # listings and statistics change only as the crawler runs
@@ -115,9 +126,21 @@ class Services:
     store: StoreReader
     search: SearchService
     limits: CapsuleLimits
+    throttle: Throttle | None = None  # per client address, for costly pages
     now: Callable[[], datetime] = field(default=utcnow)
 
 
 Handler = Callable[[Services, Call], Awaitable[Response]]
+
+
+def make_throttle(limits: CapsuleLimits) -> Throttle | None:
+    if not limits.rate_per_client:
+        return None
+    return Throttle(
+        rate=limits.rate_per_client,
+        burst=limits.burst_per_client,
+        cost_unit=limits.search_cost_unit,
+    )
+
 
 __all__ = ["Call", "CapsuleLimits", "Handler", "Overloaded", "Services", "StoreReader"]

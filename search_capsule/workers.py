@@ -10,8 +10,8 @@ only to deliver results.
 
 The waiting room is bounded: with every thread busy and ``max_waiting`` jobs queued, a new
 job is refused at once with :class:`Overloaded` (the app answers ``41``) instead of everyone
-being answered late. A job cancelled before a thread took it is dropped; one already running
-is waited for, as ``trio.to_thread.run_sync`` does.
+being answered late. A job cancelled (or withdrawn) before a thread took it is dropped; one
+already running is waited for, as ``trio.to_thread.run_sync`` does.
 """
 
 from __future__ import annotations
@@ -64,10 +64,6 @@ class WorkerThreads:
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """``function(*args)`` in a worker thread; raises :class:`Overloaded` when full."""
-        with self._lock:
-            if self.busy >= self.count and self.waiting >= self.max_waiting:
-                raise Overloaded
-            self.waiting += 1
         token = trio.lowlevel.current_trio_token()
         task = trio.lowlevel.current_task()
 
@@ -76,20 +72,47 @@ class WorkerThreads:
             with contextlib.suppress(trio.RunFinishedError):
                 token.run_sync_soon(trio.lowlevel.reschedule, task, result)
 
+        withdraw = self.submit(function, *args, deliver=deliver)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if withdraw():
+                return trio.lowlevel.Abort.SUCCEEDED
+            return trio.lowlevel.Abort.FAILED  # the result will come; wait for it
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
+
+    def submit(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        deliver: Callable[[outcome.Outcome], None],
+    ) -> Callable[[], bool]:
+        """Queue ``function(*args)`` without waiting: ``deliver`` gets its outcome, in the
+        worker thread. For results several tasks wait for (a coalesced search), which no
+        single task's cancellation may drop. Raises :class:`Overloaded` when full.
+
+        Returns ``withdraw``: it drops the job if no thread has taken it yet and says so
+        (True); False means the job runs (or ran) to the end and will deliver.
+        """
+        with self._lock:
+            if self.busy >= self.count and self.waiting >= self.max_waiting:
+                raise Overloaded
+            self.waiting += 1
         job = _Job(partial(function, *args), deliver)
         if not self._threads:
             self._start()
         self._jobs.put(job)
 
-        def abort(_: Any) -> trio.lowlevel.Abort:
+        def withdraw() -> bool:
             with self._lock:
                 if job.started:
-                    return trio.lowlevel.Abort.FAILED  # the result will come; wait for it
-                job.cancelled = True
-                self.waiting -= 1
-            return trio.lowlevel.Abort.SUCCEEDED
+                    return False
+                if not job.cancelled:
+                    job.cancelled = True
+                    self.waiting -= 1
+            return True
 
-        return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
+        return withdraw
 
     def close(self) -> None:
         """Stop the threads once they have finished the jobs already queued."""

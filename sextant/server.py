@@ -4,10 +4,12 @@ Two layers share one listener:
 
 - :func:`serve_raw` accepts TLS connections with bounded concurrency and hands each stream to
   a handler; whatever the handler does wrong (or the client does wrong) stays inside that one
-  connection. Tests use it directly to misbehave on the wire.
+  connection. A client address over its share of connections is closed before any TLS work
+  (:mod:`sextant.admission`). Tests use it directly to misbehave on the wire.
 - :func:`serve` runs a Gemini application on top: it reads and validates the request line
-  (:func:`receive_request`), calls the app, and writes the response (:func:`respond`). Those
-  two steps are public so a raw handler can speak correct Gemini where it wants to.
+  (:func:`receive_request`), calls the app (cancelling it if the client hangs up meanwhile),
+  and writes the response (:func:`respond`). Those steps are public so a raw handler can
+  speak correct Gemini where it wants to.
 
 Spec references are to the Gemini protocol specification (geminiprotocol.net): §2 requests,
 §3.1 response headers, §3.2 status codes, §4 TLS (close_notify).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
@@ -26,6 +29,7 @@ from typing import Any
 import trio
 
 from sextant import urls
+from sextant.admission import Admission
 from sextant.errors import InvalidURL, MalformedRequest
 from sextant.loadshare import LoadShare
 from sextant.protocol import MAX_REQUEST_BYTES, ResponseHeader, Status, parse_request
@@ -155,6 +159,20 @@ class ServerLimits:
     # Seconds to keep reading (and discarding) after our last byte before closing; see
     # LingeringStream for why.
     close_linger: float = 2.0
+    # Connections one client address may hold at once; one more is closed as soon as it is
+    # accepted, before its TLS handshake (sextant.admission). None: no cap.
+    max_connections_per_address: int | None = None
+    # The request timeout for connections accepted while more than half of
+    # ``max_connections`` are open: idle clients cannot hold a crowded server's slots long.
+    crowded_request_timeout: float = 2.0
+
+    def admission(self) -> Admission:
+        return Admission(
+            per_address=self.max_connections_per_address,
+            request_timeout=self.request_timeout,
+            crowded_at=self.max_connections // 2,
+            crowded_timeout=self.crowded_request_timeout,
+        )
 
 
 class LingeringStream(trio.abc.HalfCloseableStream):
@@ -169,9 +187,18 @@ class LingeringStream(trio.abc.HalfCloseableStream):
 
     _DRAIN_LIMIT = 256 * 1024
 
-    def __init__(self, inner: trio.SocketStream, linger: float) -> None:
+    def __init__(
+        self,
+        inner: trio.SocketStream,
+        linger: float,
+        client: str = "",
+        request_timeout: float = math.inf,
+    ) -> None:
         self._inner = inner
         self._linger = linger
+        # Who the connection was counted under, and the deadline it was admitted with.
+        self.client = client
+        self.request_timeout = request_timeout
 
     @property
     def socket(self) -> trio.socket.SocketType:
@@ -214,11 +241,18 @@ class _Listener(trio.abc.Listener[LingeringStream]):
     it meanwhile).
     """
 
-    def __init__(self, listening: socket.socket, linger: float, share: LoadShare | None) -> None:
+    def __init__(
+        self,
+        listening: socket.socket,
+        linger: float,
+        share: LoadShare | None,
+        admission: Admission,
+    ) -> None:
         listening.setblocking(False)
         self._socket = listening
         self._linger = linger
         self._share = share
+        self._admission = admission
 
     async def accept(self) -> LingeringStream:
         while True:
@@ -226,7 +260,7 @@ class _Listener(trio.abc.Listener[LingeringStream]):
             if self._share is not None:
                 await self._share.wait_turn()
             try:
-                connection, _ = self._socket.accept()
+                connection, address = self._socket.accept()
             except BlockingIOError:
                 continue  # another process took it
             except OSError as exc:
@@ -235,8 +269,14 @@ class _Listener(trio.abc.Listener[LingeringStream]):
                 if exc.errno in _IGNORED_ACCEPT_ERRNOS:
                     continue  # that client gave up (or was refused) before we got to it
                 raise
+            admitted = self._admission.admit(address[0] if isinstance(address, tuple) else "")
+            if admitted is None:
+                # Over its share: no task, no handshake, no slot; the client sees a close.
+                connection.close()
+                continue
+            client, timeout = admitted
             stream = trio.SocketStream(trio.socket.from_stdlib_socket(connection))
-            return LingeringStream(stream, self._linger)
+            return LingeringStream(stream, self._linger, client, timeout)
 
     async def aclose(self) -> None:
         trio.lowlevel.notify_closing(self._socket)
@@ -298,15 +338,18 @@ async def serve_raw(
     """
     if sockets is None:
         sockets = bind_sockets(host, port)
+    admission = limits.admission()
     listeners = [
-        trio.SSLListener(_Listener(listening, limits.close_linger, share), ssl_context)
+        trio.SSLListener(_Listener(listening, limits.close_linger, share, admission), ssl_context)
         for listening in sockets
     ]
     limiter = trio.CapacityLimiter(limits.max_connections)
     try:
         async with trio.open_nursery() as nursery:
             for listener in listeners:
-                nursery.start_soon(_accept_loop, listener, handler, limiter, share, nursery)
+                nursery.start_soon(
+                    _accept_loop, listener, handler, limiter, share, admission, nursery
+                )
             bound = sockets[0].getsockname()[1]
             log.info("listening on %s port %d", host, bound)
             task_status.started(bound)
@@ -321,6 +364,7 @@ async def _accept_loop(
     handler: RawHandler,
     limiter: trio.CapacityLimiter,
     share: LoadShare | None,
+    admission: Admission,
     nursery: trio.Nursery,
 ) -> None:
     while True:
@@ -342,7 +386,7 @@ async def _accept_loop(
             raise
         if share is not None:
             share.opened()
-        nursery.start_soon(_run_connection, handler, stream, limiter, token, share)
+        nursery.start_soon(_run_connection, handler, stream, limiter, token, share, admission)
 
 
 async def _run_connection(
@@ -351,6 +395,7 @@ async def _run_connection(
     limiter: trio.CapacityLimiter,
     token: object,
     share: LoadShare | None,
+    admission: Admission,
 ) -> None:
     try:
         await handler(stream)
@@ -363,6 +408,7 @@ async def _run_connection(
             await trio.aclose_forcefully(stream)
         finally:
             limiter.release_on_behalf_of(token)
+            admission.release(stream.transport_stream.client)
             if share is not None:
                 share.closed()
 
@@ -405,7 +451,9 @@ async def serve(
     async def handle(stream: ServerStream) -> None:
         outcome = await receive_request(stream, limits=limits, hostnames=accepted)
         if isinstance(outcome, Request):
-            response = await call_app(app, outcome)
+            response = await call_app_while_connected(app, outcome, stream)
+            if response is None:
+                return  # the client hung up; nobody reads an answer
         else:
             response = outcome
         await respond(stream, response, limits=limits)
@@ -444,8 +492,11 @@ async def receive_request(
     that is not a well-formed absolute URL line (§2), and 53 PROXY REQUEST REFUSED for a
     well-formed request that is not ours to answer (another scheme, host or port). Raises
     ``trio.TooSlowError`` when the client did not even finish the TLS handshake in time.
+    The deadline is ``limits.request_timeout``, or the shorter one the connection was
+    admitted with when the server was crowded (:mod:`sextant.admission`).
     """
-    with trio.move_on_after(limits.request_timeout):
+    timeout = min(limits.request_timeout, stream.transport_stream.request_timeout)
+    with trio.move_on_after(timeout):
         line = await _read_request_line(stream)
         return _validate(line, stream, hostnames)
     try:
@@ -454,7 +505,7 @@ async def receive_request(
         # Nothing can be said without a finished handshake, and finishing it for a client
         # this slow would hold the slot longer; the caller just drops the connection.
         raise trio.TooSlowError("TLS handshake not completed in time") from None
-    return Response.bad_request(f"request not received within {limits.request_timeout:g} seconds")
+    return Response.bad_request(f"request not received within {timeout:g} seconds")
 
 
 async def _read_request_line(stream: ServerStream) -> bytes:
@@ -519,6 +570,46 @@ async def call_app(app: App, request: Request) -> Response:
         log.error("application returned %r for %s, not a Response", response, request.url)
         return Response(Status.CGI_ERROR, "internal server error")
     return response
+
+
+async def call_app_while_connected(
+    app: App, request: Request, stream: ServerStream
+) -> Response | None:
+    """:func:`call_app`, abandoned (trio-cancelled) if the client hangs up meanwhile: None then.
+
+    A Gemini client sends nothing after its request line (§2), so anything the stream
+    reports while the app works is the client going away: EOF (close_notify), a bare TCP
+    close, or a reset. Cancelling the app lets it drop work nobody will read, such as a
+    search still waiting for the search thread. A client that half-closes its side after
+    the request (nothing in the spec asks for it) is taken for gone as well.
+    """
+    response: Response | None = None
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            await _until_hung_up(stream)
+            log.debug("client %s hung up before its answer", request.peer)
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        response = await call_app(app, request)
+        nursery.cancel_scope.cancel()
+    return response
+
+
+async def _until_hung_up(stream: ServerStream) -> None:
+    """Return when the client ends its side of the connection; bytes it sends are dropped
+    (up to ``_MAX_DISCARD``, after which it is not watched any more)."""
+    discarded = 0
+    while discarded < _MAX_DISCARD:
+        try:
+            chunk = await stream.receive_some(4096)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        if not chunk:
+            return
+        discarded += len(chunk)
+    await trio.sleep_forever()
 
 
 async def respond(

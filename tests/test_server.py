@@ -12,6 +12,7 @@ from functools import partial
 import pytest
 import trio
 
+from sextant.admission import client_key, share_of
 from sextant.errors import MalformedHeader
 from sextant.server import Request, Response, ServerLimits, serve, serve_raw
 from sextant.tls import client_context, make_self_signed, server_context_from_pem
@@ -380,3 +381,105 @@ async def test_lingering_close_keeps_unread_input_from_resetting_the_reply(
         assert reply.ended == "eof"
     else:  # the control: closing on unread input makes the kernel reset the connection
         assert reply.ended not in ("eof", "close_notify")
+
+
+# --- admission: connections per client address, and a crowded server's short deadline ----
+
+
+async def idle_from(local: str, address: tuple[str, int]) -> trio.SocketStream:
+    """A plain TCP connection from loopback address ``local`` that never says anything."""
+    return await trio.open_tcp_stream(*address, local_address=local)
+
+
+async def closed_without_a_word(tcp: trio.SocketStream) -> bool:
+    """Whether the server closed this connection without sending a byte (no TLS at all)."""
+    await tcp.send_all(b"\x16\x03\x01")  # the start of a ClientHello
+    with trio.fail_after(3):
+        try:
+            return await tcp.receive_some(100) == b""
+        except trio.BrokenResourceError:  # a reset: closed with our bytes unread
+            return True
+
+
+async def test_a_client_over_its_connection_cap_is_closed_before_any_tls(nursery, tls_context):
+    limits = ServerLimits(max_connections_per_address=3, request_timeout=10.0)
+    address = await start(nursery, tls_context, limits=limits)
+    held = [await idle_from("127.0.0.2", address) for _ in range(3)]
+    extra = await idle_from("127.0.0.2", address)
+    assert await closed_without_a_word(extra)
+    await extra.aclose()
+    # Another address is served at once, though the first holds its connections.
+    other = await request(address, url_of(address, "/other"))
+    assert other.status == 20
+    # A connection given up frees its place for the same address.
+    await held.pop().aclose()
+    with trio.fail_after(5):
+        while True:
+            tcp = await idle_from("127.0.0.2", address)
+            stream = trio.SSLStream(tcp, client_context(), server_hostname=None)
+            try:
+                await stream.send_all((url_of(address, "/again") + "\r\n").encode())
+                reply = WireReply()
+                await read_until_end(stream, reply)
+            except trio.BrokenResourceError:
+                await trio.sleep(0.05)  # the server has not seen the close yet
+                continue
+            finally:
+                await trio.aclose_forcefully(stream)
+            break
+    assert reply.status == 20
+    for tcp in held:
+        await tcp.aclose()
+
+
+async def test_a_crowded_server_gives_new_connections_a_short_deadline(nursery, tls_context):
+    limits = ServerLimits(max_connections=8, request_timeout=10.0, crowded_request_timeout=0.3)
+    address = await start(nursery, tls_context, limits=limits)
+    early = [await idle_from(f"127.0.0.{n}", address) for n in range(2, 6)]  # half of 8
+    late = await connect(address)
+    await late.do_handshake()
+    reply = WireReply(started=time.monotonic())
+    with trio.fail_after(5):
+        await read_until_end(late, reply)
+    reply.finished = time.monotonic()
+    assert reply.status == 59
+    assert reply.meta == "request not received within 0.3 seconds"
+    assert reply.elapsed < 2.0
+    await trio.aclose_forcefully(late)
+    for tcp in early:
+        await tcp.aclose()
+
+
+async def test_an_app_is_cancelled_when_its_client_hangs_up(nursery, tls_context):
+    started, abandoned = trio.Event(), trio.Event()
+
+    async def slow(request: Request) -> Response:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            abandoned.set()
+        raise AssertionError("not reached")
+
+    address = await start(nursery, tls_context, app=slow)
+    for hang_up in (trio.aclose_forcefully, lambda stream: stream.aclose()):  # TCP / close_notify
+        started, abandoned = trio.Event(), trio.Event()
+        stream = await connect(address)
+        await stream.send_all((url_of(address, "/slow") + "\r\n").encode())
+        with trio.fail_after(5):
+            await started.wait()
+            await hang_up(stream)
+            await abandoned.wait()
+
+
+def test_clients_are_counted_by_address_and_ipv6_by_64():
+    assert client_key("192.0.2.7") == "192.0.2.7"
+    assert client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:bbbb::9")
+    assert client_key("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert client_key("2001:db8:1:3::1") != client_key("2001:db8:1:2::1")
+    assert client_key("::ffff:192.0.2.7") == "192.0.2.7"
+    assert client_key("fe80::1%eth0") == "fe80::/64"
+    assert share_of(32, 2) == 16
+    assert share_of(32, 3) == 11
+    assert share_of(1, 8) == 1
+    assert share_of(None, 4) is None

@@ -22,7 +22,9 @@ async def search(services: Services, call: Call) -> Response:
     # Past the deepest page we serve, page 1 (usually cached) gives the totals to explain.
     page = call.page if call.page <= limits.max_page else 1
     try:
-        results = await services.search.search(call.query, page=page, page_size=limits.page_size)
+        results = await services.search.search(
+            call.query, page=page, page_size=limits.page_size, client=call.client
+        )
     except QueryError as exc:
         return Response.gemtext(pages.query_error(call.query, str(exc), verbose=call.verbose))
     if results is None:

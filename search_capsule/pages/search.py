@@ -27,6 +27,10 @@ _FOOTER = (
 )
 
 
+# A search whose budget ran out: its results are the best found before it stopped.
+STOPPED_EARLY = "Stopped early: the query was too costly; try fewer words or phrases."
+
+
 def _quoted(query: str) -> str:
     return f"“{one_line(query)}”"
 
@@ -36,6 +40,10 @@ def results_page(results: SearchResults, *, verbose: bool, max_page: int) -> str
     query = results.query
     last = min(results.pages, max_page)
     lines = [heading(f"Search: {_quoted(query)}"), ""]
+    if results.total == 0 and results.partial:
+        lines.append(text(STOPPED_EARLY))
+        lines += ["", *_FOOTER]
+        return document(lines)
     if results.total == 0:
         lines.append(text(f"No pages match {_quoted(query)}."))
         lines += _suggestion(results, verbose)
@@ -48,6 +56,8 @@ def results_page(results: SearchResults, *, verbose: bool, max_page: int) -> str
             f"{results.seconds:.3f} s"
         )
     )
+    if results.partial:
+        lines.append(text(STOPPED_EARLY))
     lines += _suggestion(results, verbose)
     for hit in results.hits:
         lines.append("")

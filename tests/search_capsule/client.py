@@ -10,12 +10,16 @@ checks the protocol as well as the page.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import trio
+
 from sextant.gemtext import Document
 from sextant.gemtext import parse as parse_gemtext
-from tests.wire_client import WireReply, exchange
+from sextant.tls import client_context
+from tests.wire_client import WireReply, exchange, read_until_end
 
 _STRICT_HEADER = re.compile(rb"([1-6][0-9]) ([^\r\n]*)\r\n")
 
@@ -83,3 +87,17 @@ class Client:
         prompt = await self.get(path)
         assert prompt.status == 10, (prompt.status, prompt.meta)
         return await self.get(f"{path}?{quote(typed, safe='')}")
+
+
+async def from_address(local: str, address: tuple[str, int], request: bytes) -> Reply:
+    """``request`` sent from loopback address ``local`` (127.0.0.2, ...): another client."""
+    tcp = await trio.open_tcp_stream(*address, local_address=local)
+    stream = trio.SSLStream(tcp, client_context(), server_hostname=None)
+    reply = WireReply(started=time.monotonic())
+    try:
+        await stream.send_all(request)
+        await read_until_end(stream, reply)
+    finally:
+        await trio.aclose_forcefully(stream)
+    reply.finished = time.monotonic()
+    return check(reply)

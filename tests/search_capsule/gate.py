@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 
 import trio
+
+from search_capsule.workers import WorkerThreads
 
 
 class Gate:
@@ -24,3 +28,18 @@ class Gate:
 
     def open(self) -> None:
         self._open.set()
+
+
+@contextlib.asynccontextmanager
+async def occupied(workers: WorkerThreads) -> AsyncIterator[None]:
+    """Every one of ``workers``' threads busy with a job that waits until the block ends."""
+    gate = Gate()
+    async with trio.open_nursery() as nursery:
+        for number in range(workers.count):
+            nursery.start_soon(workers.run, gate, f"holding {number}")
+        for _ in range(workers.count):
+            await gate.started()
+        try:
+            yield
+        finally:
+            gate.open()

@@ -5,11 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+import trio
+import trio.testing
 
+from indexer.query import SearchResults
 from search_capsule import paths
 from search_capsule.cache import TTLCache
 from search_capsule.excludes import builtin_rules, parse_rules
+from search_capsule.lanes import ClientLanes
 from search_capsule.pages import lines
+from search_capsule.pages import search as search_pages
 from search_capsule.seeds import validate_seed
 from search_capsule.throttle import Throttle
 from search_capsule.user_input import decode, typed_url
@@ -179,6 +184,22 @@ def test_throttle_allows_a_burst_then_asks_to_slow_down():
     assert slow.take("x") == 10
 
 
+def test_throttle_charges_search_time_and_lets_a_client_pay_it_off():
+    clock = FakeClock()
+    throttle = Throttle(rate=2.0, burst=4, cost_unit=0.025, clock=clock)
+    assert throttle.take("a") == 0
+    throttle.charge("a", 0.005)  # a cheap search: a fifth of a request more
+    assert throttle.take("b") == 0
+    throttle.charge("b", 0.25)  # a search that used its whole budget: ten requests' worth
+    assert [throttle.take("a") for _ in range(2)] == [0, 0]  # a still has allowance left
+    wait = throttle.take("b")
+    assert wait == 4  # 3 tokens left, 10 charged: 8 short of one token at 2 a second
+    clock.now += wait
+    assert throttle.take("b") == 0
+    throttle.charge("b", -1.0)  # a clock step backwards never credits a client
+    assert throttle.take("b") >= 1
+
+
 def test_throttle_memory_stays_bounded():
     clock = FakeClock()
     throttle = Throttle(rate=1.0, burst=1, clock=clock, max_clients=100)
@@ -210,3 +231,54 @@ def test_the_crawlers_shipped_rules_all_have_reasons():
     assert all(rule.reason for rule in rules)
     assert all(rule.pattern.startswith(("gemini://", "re:")) for rule in rules)
     assert builtin_rules(package="no_such_package_here") == ()
+
+
+def test_a_stopped_search_says_so_above_its_results():
+    def results(total: int, *, partial: bool) -> SearchResults:
+        return SearchResults(
+            query='"a b" OR c',
+            total=total,
+            page=1,
+            page_size=10,
+            hits=(),
+            suggestion=None,
+            seconds=0.25,
+            partial=partial,
+        )
+
+    stopped = search_pages.STOPPED_EARLY
+    assert stopped in search_pages.results_page(results(3, partial=True), verbose=False, max_page=9)
+    nothing = search_pages.results_page(results(0, partial=True), verbose=True, max_page=9)
+    assert stopped in nothing
+    assert "No pages match" not in nothing  # it stopped before it could know
+    complete = search_pages.results_page(results(3, partial=False), verbose=False, max_page=9)
+    assert stopped not in complete
+
+
+async def test_client_lanes_keep_each_client_in_order_and_forget_idle_clients():
+    lanes = ClientLanes(per_client=1)
+    order: list[str] = []
+    release_first = await lanes.enter("a")
+
+    async def search(client: str, name: str) -> None:
+        release = await lanes.enter(client)
+        order.append(name)
+        release()
+        release()  # twice is harmless: only the first counts
+
+    async with trio.open_nursery() as nursery:
+        for number in range(3):
+            nursery.start_soon(search, "a", f"a{number}")
+            await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(search, "b", "b")  # another client does not wait for "a"
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["b"]
+        assert (lanes.in_flight("a"), lanes.waiting("a")) == (1, 3)
+        release_first()
+    assert order == ["b", "a0", "a1", "a2"]
+    assert len(lanes) == 0
+    with trio.move_on_after(0.01):  # a client cancelled while waiting leaves no trace
+        hold = await lanes.enter("c")
+        await lanes.enter("c")
+    hold()
+    assert len(lanes) == 0
