@@ -502,7 +502,7 @@ def insert_pages(
     if not pages:
         return {}
     capsules.ensure(conn, (page.url for page in pages), now)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "url": str(page.url),
             "capsule_id": capsules[page.url],

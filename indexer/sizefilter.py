@@ -104,6 +104,8 @@ def _sizes(reader: Any) -> numpy.ndarray:
 class _SortedIdsMatcher(matching.ListMatcher):
     """Whoosh's list matcher with a binary-search ``skip_to`` (its own walks the list)."""
 
+    _i: int  # the current position, set up by Whoosh's untyped base class
+
     def __init__(self, ids: list[int], position: int = 0) -> None:
         super().__init__(ids, position=position, all_weights=0.0)
 

@@ -57,6 +57,11 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
     """Whoosh's postings writer without its four ``assert isinstance`` checks per posting
     (our postings come from our own fields, their types are known)."""
 
+    # Whoosh's per-block state, which its untyped base class sets up.
+    _maxweight: float
+    _minlength: int | None
+    _maxlength: int
+
     def add_posting(
         self, id_: int, weight: float, vbytes: bytes, length: int | None = None
     ) -> None:

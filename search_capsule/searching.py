@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import outcome
 import trio
@@ -132,8 +132,9 @@ class SearchService:
                 computation = self._start(key, client, release)
             result = await self._wait(key, computation)
             if isinstance(result, outcome.Value):
-                return result.value  # type: ignore[no-any-return]
-            error = result.error  # several requests may read it: Outcome.unwrap works once
+                return cast(SearchResults, result.value)
+            # Several requests may read the error: Outcome.unwrap works once.
+            error = cast(outcome.Error, result).error
             if isinstance(error, SearchCancelled):
                 continue  # abandoned just before we joined it: search again
             if isinstance(error, IndexMissing):

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -109,7 +109,7 @@ class StoreReader:
         if value is None:
             value = await self.run(function, *args)
             self._cache.put(key, value)
-        return value  # type: ignore[no-any-return]
+        return cast(T, value)
 
     def close(self) -> None:
         """Stop the worker threads, then close the store's connections."""

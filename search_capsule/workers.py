@@ -21,7 +21,7 @@ import queue
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import outcome
 import trio
@@ -79,7 +79,7 @@ class WorkerThreads:
                 return trio.lowlevel.Abort.SUCCEEDED
             return trio.lowlevel.Abort.FAILED  # the result will come; wait for it
 
-        return await trio.lowlevel.wait_task_rescheduled(abort)  # type: ignore[no-any-return]
+        return cast(T, await trio.lowlevel.wait_task_rescheduled(abort))
 
     def submit(
         self,

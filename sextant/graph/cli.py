@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import click
 from sqlalchemy.orm import Session
@@ -148,7 +148,7 @@ def export(
             with click.progressbar(
                 length=export_size(loaded, level, table),
                 label=f"exporting {level} graph",
-                file=sys.stderr if status.active else _Discard(),
+                file=sys.stderr if status.active else cast(TextIO, _Discard()),
             ) as bar:
                 written = export_graph(
                     session,

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
 
 import numpy
-from sqlalchemy import Select, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sextant.graph.researcher import LeftOut, left_out
-from sextant.graph.rows import chunks
+from sextant.graph.rows import AnySelect, chunks
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
 from sextant.urls import DEFAULT_PORT
 
@@ -165,7 +164,7 @@ def _lookup(sorted_ids: numpy.ndarray, ids: numpy.ndarray) -> tuple[numpy.ndarra
     return where, known
 
 
-def _int_column(session: Session, statement: Select[Any]) -> numpy.ndarray:
+def _int_column(session: Session, statement: AnySelect) -> numpy.ndarray:
     parts = [
         numpy.fromiter((row[0] for row in rows), numpy.int64, len(rows))
         for rows in chunks(session, statement)

@@ -103,7 +103,9 @@ def _bars(figure: Figure, rows: Breakdown, title: str, unit: str) -> None:
     counts = [count for _, count in rows]
     positions = list(range(len(rows)))
     axes.barh(positions, counts)
-    axes.xaxis.get_major_locator().set_params(integer=True)  # counts have no fractions
+    # Counts have no fractions. A linear axis's locator is an AutoLocator (a MaxNLocator, which
+    # takes ``integer``); the stubs type it as the base Locator.
+    axes.xaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
     axes.set_yticks(positions, labels)
     axes.invert_yaxis()  # the first row on top, as in the tables
 

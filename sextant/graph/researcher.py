@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy
-from sqlalchemy import Select, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sextant.graph.rows import CHUNK, chunks
+from sextant.graph.rows import CHUNK, AnySelect, chunks
 from sextant.robots import (
     RESEARCHER_AGENTS,
     RobotsPolicy,
@@ -101,8 +101,10 @@ def left_out(session: Session) -> LeftOut:
                 continue
             user = pubnix_user(path)
             own = users.get((capsule_id, user)) if user is not None else None
-            if own is not None and not allowed_in_user_directory(
-                own, user, path, RESEARCHER_AGENTS
+            if (
+                own is not None
+                and user is not None
+                and not allowed_in_user_directory(own, user, path, RESEARCHER_AGENTS)
             ):
                 pages.append(page_id)
     for batch in batches(closed):
@@ -139,6 +141,6 @@ def _path_of(url: str) -> str:
     return path if path.startswith("/") else "/" + path
 
 
-def _rows(session: Session, statement: Select[Any], size: int = CHUNK) -> Iterator[Any]:
+def _rows(session: Session, statement: AnySelect, size: int = CHUNK) -> Iterator[Any]:
     for chunk in chunks(session, statement, size):
         yield from chunk

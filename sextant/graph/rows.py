@@ -10,8 +10,11 @@ from sqlalchemy.orm import Session
 
 CHUNK = 50_000
 
+#: A select of any columns (SQLAlchemy 2.1 types a select by the tuple of its columns).
+AnySelect = Select[*tuple[Any, ...]]
 
-def chunks(session: Session, statement: Select[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+
+def chunks(session: Session, statement: AnySelect, size: int = CHUNK) -> Iterator[Sequence[Any]]:
     """The rows of ``statement`` a chunk at a time (``yield_per``: a server-side cursor on
     PostgreSQL), in the session's transaction, so every read sees the same moment."""
     # Core execution on the session's connection: without the ORM's per-row result

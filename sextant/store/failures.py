@@ -34,7 +34,7 @@ def unavailable_as_store_error(dbapi: ModuleType | None = None) -> Iterator[None
     except DatabaseError as exc:
         if not _unavailable(exc, OperationalError, DatabaseError):
             raise
-        raise StoreUnavailable(_message(exc.orig)) from exc
+        raise StoreUnavailable(_message(exc.orig or exc)) from exc
     except Exception as exc:
         if dbapi is None or not _unavailable(exc, dbapi.OperationalError, dbapi.DatabaseError):
             raise

@@ -19,6 +19,7 @@ migrations agree. Every timestamp is naive UTC (SQLite keeps no zone).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
     Boolean,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -47,6 +49,12 @@ NAMING_CONVENTION = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+    if TYPE_CHECKING:
+        # Every model here maps a table. SQLAlchemy types ``__table__`` as any FromClause (a
+        # mapping may be to a join or a select), which insert() and update() then refuse;
+        # the Core statements the crawler and the store use take ``Model.__table__`` as is.
+        __table__: ClassVar[Table]
 
 
 class Capsule(Base):
