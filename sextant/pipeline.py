@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -35,13 +36,23 @@ SAMPLE_SEED = "gemini://station.example/"
 STOP_GRACE_SECONDS = 1.5
 #: How often a parent waiting for a child looks at it; a Ctrl-C ends the wait at once.
 POLL_SECONDS = 0.1
-#: Besides Ctrl-C, what stops `demo` and `run` with their children: a `kill`, and the
-#: terminal closing (its SIGHUP no longer reaches the children, see :class:`Children`).
+#: Besides Ctrl-C, what stops `demo` and `run` with their children: a `kill` or a service
+#: manager, and the terminal closing (its SIGHUP no longer reaches the children, see
+#: :class:`Children`).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class StageFailed(SextantError):
     """A stage subprocess exited with an error."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: stop as asked. Not an error, and nobody to tell (a service
+    manager, a closed terminal), unlike Ctrl-C's ``KeyboardInterrupt``."""
+
+
+def _terminated(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
 
 
 def sextant_command(data_dir: Path, *args: str) -> list[str]:
@@ -65,8 +76,8 @@ class Children:
     says in one line what stopped. Children in the terminal's group would each stop by
     themselves and say so in their own words, and one could end before the parent noticed
     the Ctrl-C, which then took the child's exit status for a failure. Inside the block,
-    SIGTERM and SIGHUP raise ``KeyboardInterrupt`` like Ctrl-C, so the children are
-    stopped however the command is.
+    SIGTERM and SIGHUP raise :class:`Terminated` (unless ignored, as under ``nohup``), so
+    the children are stopped however the command is.
     """
 
     def __init__(self) -> None:
@@ -75,7 +86,9 @@ class Children:
 
     def __enter__(self) -> Children:
         self._handlers = {
-            sig: signal.signal(sig, signal.default_int_handler) for sig in STOP_SIGNALS
+            sig: signal.signal(sig, _terminated)
+            for sig in STOP_SIGNALS
+            if signal.getsignal(sig) == signal.SIG_DFL
         }
         return self
 
@@ -197,6 +210,8 @@ def demo(
     except KeyboardInterrupt:
         click.echo(f"demo stopped; its data stays in {data_dir} until the next demo", err=True)
         raise SystemExit(EXIT_INTERRUPTED if no_wait else 0) from None
+    except Terminated:
+        raise SystemExit(0) from None
 
 
 def _demo(
@@ -290,7 +305,8 @@ def run(
     the last good index; each cycle recrawls due pages and new seeds, then
     indexes incrementally. A failing cycle is reported and the next one
     runs on schedule. Ctrl-C stops the capsule and any stage running within
-    two seconds, with exit status 130; the next run continues the crawl.
+    two seconds, with exit status 130 (SIGTERM: quietly, with 0); the next
+    run continues the crawl.
     """
     data_dir = settings.ensure_data_dir()
     serve_command = sextant_command(data_dir, *serve_args(host, port, hostname))
@@ -315,6 +331,8 @@ def run(
     except KeyboardInterrupt:
         click.echo("run stopped; the next one continues the crawl from here", err=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
+    except Terminated:  # like `sextant serve`: stopping is a service's normal end
+        raise SystemExit(0) from None
 
 
 def _cycle(children: Children, data_dir: Path, db_url: str, crawl_args: Sequence[str]) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from sextant.pipeline import STOP_GRACE_SECONDS, Children
 from tests.gemini_server import ROOT, CapsuleProcess, capsule_process
 
 #: What the issue asks: the prompt is back within two seconds of Ctrl-C.
@@ -123,10 +124,16 @@ class Command:
 
     def ctrl_c(self) -> Stopped:
         """What a terminal does on Ctrl-C, and how the command took it."""
+        return self.send(signal.SIGINT, group=True)
+
+    def send(self, signum: signal.Signals, *, group: bool) -> Stopped:
         family = _family(self.process.pid)
         printed = (self.out.stat().st_size, self.err.stat().st_size)
         started = time.monotonic()
-        os.killpg(self.process.pid, signal.SIGINT)
+        if group:
+            os.killpg(self.process.pid, signum)
+        else:
+            self.process.send_signal(signum)
         try:
             status = self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -239,6 +246,42 @@ def test_ctrl_c_stops_run_in_the_middle_of_a_crawl(
         run.wait_for("Ctrl-C stops")
         stopped = run.ctrl_c()
     assert_stopped_quietly(stopped, "run stopped", 130)
+
+
+def test_kill_stops_run_and_its_children_quietly(
+    tmp_path: Path, site: tuple[CapsuleProcess, Path]
+) -> None:
+    """`kill PID` (or a service manager) reaches the parent alone; it stops the rest."""
+    server, log = site
+    extra = [f"--crawl-arg={arg}" for arg in crawl_args(server, "/stuck/")]
+    with sextant(tmp_path, "run", "--port", str(free_port()), *extra) as run:
+        run.wait_until(lambda: "/stuck/forever" in served_requests(log))
+        run.wait_for("Ctrl-C stops")
+        stopped = run.send(signal.SIGTERM, group=False)
+    assert stopped.seconds <= STOP_WITHIN, stopped
+    assert (stopped.status, stopped.stop_lines(), stopped.left_alive) == (0, [], []), stopped
+
+
+def test_a_child_deaf_to_sigterm_is_killed_with_its_process_group_after_the_grace() -> None:
+    # It ignores SIGTERM, and so does the process it started (SIG_IGN survives exec).
+    deaf = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with Children() as children:
+        child = children.start([sys.executable, "-c", deaf], stdout=subprocess.PIPE)
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        child.stdout.close()
+        family = _family(child.pid)
+        assert len(family) == 2
+        started = time.monotonic()
+    seconds = time.monotonic() - started
+    assert STOP_GRACE_SECONDS <= seconds <= STOP_WITHIN
+    assert not [each for each in family if _alive(each)]
 
 
 @pytest.mark.slow
