@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +25,6 @@ from sextant.display import json_text, one_line, text_block
 from sextant.errors import ConfigError, InvalidURL
 
 DEFAULT_SEEDS = "seeds.txt"
-EXIT_INTERRUPTED = 130  # what shells report for a command stopped by Ctrl-C
 
 
 def _default_seeds_file(settings: Settings) -> Path | None:
@@ -162,8 +162,9 @@ def crawl(
     """Crawl Geminispace into the store, politely, until nothing is due.
 
     Starts from the seeds, the seed inbox (filled by the search capsule) and whatever an
-    earlier run left in the frontier. Ctrl-C stops cleanly (a second Ctrl-C at once); the
-    next run continues where this one stopped.
+    earlier run left in the frontier. Ctrl-C stops within two seconds (requests in flight
+    get one to finish; a second Ctrl-C cuts them) with exit status 130; the next run
+    continues where this one stopped.
     """
     import trio
 
@@ -208,8 +209,11 @@ def crawl(
         nothing_given = seeds_file is None and not seeds
         if summary.stats.get("pages") == 0 and not summary.frontier_left and nothing_given:
             click.echo("Nothing to crawl: give seeds with --seed URL or --seeds FILE.", err=True)
-    if reason.startswith("SIG"):
-        sys.exit(EXIT_INTERRUPTED)
+    if reason in signal.Signals.__members__:
+        stopped_by = signal.Signals[reason]
+        if stopped_by == signal.SIGINT:  # a person is watching; SIGTERM's sender knows
+            click.echo("crawl stopped; the next `sextant crawl` continues from here", err=True)
+        sys.exit(128 + stopped_by)  # how shells report a command a signal stopped
 
 
 # --- show -------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ Data flow::
 Stopping: the crawl ends by itself when the window is empty, no request is in flight,
 every record is written and the frontier has nothing due. Ctrl-C, SIGTERM, ``--max-time``
 and ``--max-pages`` stop taking new work, let requests in flight finish (up to
-``stop_grace`` seconds) and store them; a second Ctrl-C cuts them. Either way the leases
+``signal_grace`` seconds after a signal, ``stop_grace`` otherwise) and store them; a
+second Ctrl-C cuts them at once. Either way the leases
 of what was not done are given back, so the next run starts exactly where this one ended.
 """
 
@@ -315,14 +316,9 @@ class Crawl:
                 name = signal.Signals(signum).name
                 self._signals += 1
                 if self._signals == 1:
-                    self.stop(f"{name}", grace=self.options.stop_grace)
-                    if not self.options.quiet:
-                        self.display.clear()
-                        print(
-                            f"\n{name}: finishing the requests in flight "
-                            f"(up to {self.options.stop_grace:g} s; again to cut them)",
-                            file=self.stderr,
-                        )
+                    # Someone is waiting for the prompt: a short grace, not stop_grace. The
+                    # command says what stopped once it has (crawler/cli.py).
+                    self.stop(f"{name}", grace=self.options.signal_grace)
                 elif self._work_scope is not None:
                     self._work_scope.cancel()
 

@@ -119,9 +119,12 @@ class CrawlOptions:
     window_per_address: int = 32
     lease_seconds: float = 300.0
     robots_ttl: float = 86_400.0
-    # Time given to requests in flight after Ctrl-C or --max-time before they are cut;
+    # Time given to requests in flight after --max-time or --max-pages before they are cut;
     # what finishes in that time is stored, so the next run need not ask again.
     stop_grace: float = 30.0
+    # The same after Ctrl-C or SIGTERM, where someone waits: the command must end within
+    # 2 s (tests/test_ctrl_c.py). What is cut is fetched again by the next run.
+    signal_grace: float = 1.0
     # Overrides for crawler.fetch.FetchLimits (field name -> value), e.g. short timeouts in tests.
     fetch_limits: tuple[tuple[str, float], ...] = ()
     # Overrides for crawler.politeness.PolitenessRules (field name -> value).

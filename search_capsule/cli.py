@@ -22,7 +22,7 @@ from search_capsule.server import (
 )
 from search_capsule.services import CapsuleLimits
 from sextant.admission import share_of
-from sextant.cli import pass_settings
+from sextant.cli import EXIT_INTERRUPTED, pass_settings
 from sextant.config import Settings
 from sextant.errors import ConfigError
 from sextant.server import bind_sockets
@@ -155,8 +155,11 @@ def serve(
     finally:
         for listening in sockets:
             listening.close()
-    click.echo(STOPPED, err=True)
-    raise SystemExit(130 if stopped_by == signal.SIGINT else 0)
+    if stopped_by == signal.SIGINT:
+        click.echo(STOPPED, err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    # SIGTERM: a service manager, or `sextant run` or `demo` that started us and reports
+    # the stop itself; stopping is what was asked, as quietly as one process does it.
 
 
 def shared_limits(limits: CapsuleLimits, processes: int) -> CapsuleLimits:

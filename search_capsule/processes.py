@@ -21,6 +21,7 @@ number of processes), and one search in flight.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -81,10 +82,16 @@ class Supervisor:
         called once the signals are ours and the children started (a banner printed before
         would invite a Ctrl-C nobody handles yet)."""
         received: list[int] = []
+        # The handler wakes the wait below at once: a wait interrupted by a signal resumes
+        # by itself (PEP 475), and Ctrl-C must not wait for its timeout (tests/test_ctrl_c.py).
+        woken, wake = socket.socketpair()
+        wake.setblocking(False)
 
         def stop(signum: int, _frame: FrameType | None) -> None:
             received.append(signum)
             self._stopping = True
+            with contextlib.suppress(OSError):
+                wake.send(b"\0")
 
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
@@ -93,12 +100,14 @@ class Supervisor:
             if ready is not None:
                 ready()
             while not self._stopping:
-                wait([child.sentinel for child in self._children.values()], timeout=0.5)
+                wait([woken, *(child.sentinel for child in self._children.values())], timeout=0.5)
                 self._replace_dead()
         finally:
             self._stop_all()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            woken.close()
+            wake.close()
         return received[0] if received else 0
 
     def _start(self, slot: int) -> None:

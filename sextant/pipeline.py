@@ -18,22 +18,41 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import click
 
-from sextant.cli import pass_settings
+from sextant.cli import EXIT_INTERRUPTED, pass_settings
 from sextant.config import Settings
 from sextant.errors import SextantError
 
 SAMPLE_SEED = "gemini://station.example/"
-#: How long a child gets to stop after SIGINT before it is killed.
-STOP_GRACE_SECONDS = 10.0
+#: How long a child gets to stop after SIGTERM before its process group is killed. Every
+#: stage stops sooner (the crawl gives requests in flight one second), and Ctrl-C must give
+#: the prompt back within two (tests/test_ctrl_c.py).
+STOP_GRACE_SECONDS = 1.5
+#: How often a parent waiting for a child looks at it; a Ctrl-C ends the wait at once.
+POLL_SECONDS = 0.1
+#: Besides Ctrl-C, what stops `demo` and `run` with their children: a `kill` or a service
+#: manager, and the terminal closing (its SIGHUP no longer reaches the children, see
+#: :class:`Children`).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 class StageFailed(SextantError):
     """A stage subprocess exited with an error."""
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: stop as asked. Not an error, and nobody to tell (a service
+    manager, a closed terminal), unlike Ctrl-C's ``KeyboardInterrupt``."""
+
+
+def _terminated(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
 
 
 def sextant_command(data_dir: Path, *args: str) -> list[str]:
@@ -48,35 +67,82 @@ def stage_environment(db_url: str) -> dict[str, str]:
     return {**os.environ, "SEXTANT_DB_URL": db_url}
 
 
-def run_stage(data_dir: Path, *args: str, db_url: str) -> None:
-    """Run one stage to completion, its output going straight to the user."""
-    command = sextant_command(data_dir, *args)
-    completed = subprocess.run(command, env=stage_environment(db_url), check=False)
-    if completed.returncode != 0:
-        raise StageFailed(
-            f"`sextant {' '.join(args[:1])}` exited with status {completed.returncode}"
-        )
+class Children:
+    """The processes a command starts, every one stopped when the ``with`` block ends.
+
+    Each child runs in a process group of its own, so the terminal's Ctrl-C (a SIGINT to
+    its foreground group) reaches this process only. It alone decides and reports: it stops
+    the children with SIGTERM, which every stage takes as a quiet request, and the command
+    says in one line what stopped. Children in the terminal's group would each stop by
+    themselves and say so in their own words, and one could end before the parent noticed
+    the Ctrl-C, which then took the child's exit status for a failure. Inside the block,
+    SIGTERM and SIGHUP raise :class:`Terminated` (unless ignored, as under ``nohup``), so
+    the children are stopped however the command is.
+    """
+
+    def __init__(self) -> None:
+        self._started: list[subprocess.Popen[bytes]] = []
+        self._handlers: dict[int, Any] = {}
+
+    def __enter__(self) -> Children:
+        self._handlers = {
+            sig: signal.signal(sig, _terminated)
+            for sig in STOP_SIGNALS
+            if signal.getsignal(sig) == signal.SIG_DFL
+        }
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.stop(*self._started)
+        finally:
+            for sig, handler in self._handlers.items():
+                signal.signal(sig, handler)
+
+    def start(self, command: Sequence[str], **popen: Any) -> subprocess.Popen[bytes]:
+        """A long-running child (a server), stopped at the latest when the block ends."""
+        self._started = [process for process in self._started if process.poll() is None]
+        process = subprocess.Popen(command, process_group=0, **popen)
+        self._started.append(process)
+        return process
+
+    def run_stage(self, data_dir: Path, *args: str, db_url: str) -> None:
+        """Run one stage to completion, its output going straight to the user."""
+        process = self.start(sextant_command(data_dir, *args), env=stage_environment(db_url))
+        returncode = wait_for_exit(process)
+        if returncode != 0:
+            raise StageFailed(f"`sextant {' '.join(args[:1])}` exited with status {returncode}")
+
+    def stop(self, *processes: subprocess.Popen[bytes]) -> None:
+        """SIGTERM, then SIGKILL to the process group of whichever is still running after
+        the grace (with what it started: a capsule's server processes). Ctrl-C is ignored
+        meanwhile: the stop is short, and cut half-way it would leave children behind."""
+        ignored = {
+            sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, *STOP_SIGNALS)
+        }
+        try:
+            running = [process for process in processes if process.poll() is None]
+            for process in running:
+                process.terminate()
+            deadline = time.monotonic() + STOP_GRACE_SECONDS
+            for process in running:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(max(0.0, deadline - time.monotonic()))
+            for process in running:
+                if process.poll() is None:  # still the leader, so the group is still its own
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        finally:
+            for sig, handler in ignored.items():
+                signal.signal(sig, handler)
 
 
-@contextlib.contextmanager
-def child_process(command: Sequence[str], **popen: object) -> Iterator[subprocess.Popen[bytes]]:
-    """A long-running child that is always stopped (SIGINT, then SIGKILL) when we leave."""
-    process = subprocess.Popen(command, **popen)  # type: ignore[call-overload]
-    try:
-        yield process
-    finally:
-        stop_process(process)
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def wait_for_exit(process: subprocess.Popen[bytes]) -> int:
+    """The child's exit status, once it ends. Not ``Popen.wait()``: on Ctrl-C that gives the
+    child a quarter of a second to die of the same SIGINT, which our children never get."""
+    while (returncode := process.poll()) is None:
+        time.sleep(POLL_SECONDS)
+    return returncode
 
 
 def wait_for_file(path: Path, process: subprocess.Popen[bytes], timeout: float) -> dict:
@@ -130,11 +196,33 @@ def demo(
 
     Starts the sample capsules on loopback, crawls them into a fresh demo data
     directory, builds the index, and serves search on gemini://HOSTNAME:PORT/
-    until Ctrl-C. Every process it starts is stopped on the way out.
+    until Ctrl-C, which stops every process it started within two seconds. Ctrl-C
+    is how a demo ends, so it then exits with status 0 (and `make demo` reports no
+    error); with --no-wait, for scripts, an interrupted demo exits with 130.
     """
     data_dir = settings.data_dir / "demo"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
+    click.secho(f"Demo data directory: {data_dir}", bold=True)
+    try:
+        with Children() as children:
+            _demo(children, data_dir, host, port, hostname, space_address, no_wait)
+    except KeyboardInterrupt:
+        click.echo(f"demo stopped; its data stays in {data_dir} until the next demo", err=True)
+        raise SystemExit(EXIT_INTERRUPTED if no_wait else 0) from None
+    except Terminated:
+        raise SystemExit(0) from None
+
+
+def _demo(
+    children: Children,
+    data_dir: Path,
+    host: str,
+    port: int,
+    hostname: str,
+    space_address: str,
+    no_wait: bool,
+) -> None:
     # The demo's own store, whatever SEXTANT_DB_URL says: the sample space must never
     # end up in a real store.
     store = f"sqlite:///{data_dir / 'sextant.db'}"
@@ -148,52 +236,40 @@ def demo(
         "--ready-file",
         str(ready),
     )
-    click.secho(f"Demo data directory: {data_dir}", bold=True)
-    with child_process(
-        space, stdout=subprocess.DEVNULL, env=stage_environment(store)
-    ) as space_process:
-        layout = wait_for_file(ready, space_process, timeout=30)
-        click.secho(f"1/3 sample space up: {len(layout['capsules'])} capsules", bold=True)
-        pins = [arg for capsule in layout["capsules"] for arg in ("--resolve", capsule["pin"])]
-        run_stage(
-            data_dir,
-            "crawl",
-            "--seed",
-            layout["seed"],
-            "--allow-host",
-            "*.example",
-            "--delay",
-            "0",
-            *pins,
-            db_url=store,
-        )
-        click.secho("2/3 crawl finished; building the index", bold=True)
-        run_stage(data_dir, "index", db_url=store)
-        serve = sextant_command(data_dir, *serve_args(host, port, hostname))
-        with child_process(serve, env=stage_environment(store)) as capsule:
-            wait_for_port(host, port, capsule)
-            url = f"gemini://{hostname}/" if port == 1965 else f"gemini://{hostname}:{port}/"
-            click.secho(f"3/3 search capsule up at {url}", bold=True)
-            click.echo(
-                "\nTry it:\n"
-                f"  sextant --data-dir {data_dir} search 'solar'\n"
-                f"  sextant --data-dir {data_dir} search 'lang:de kartoffel'\n"
-                f"  open {url} in a Gemini client (Lagrange, Amfora, AV-98: `av98 {url}`)\n"
-            )
-            if no_wait:
-                return
-            click.echo("Press Ctrl-C to stop the demo.")
-            _wait_until_interrupted(capsule)
-
-
-def _wait_until_interrupted(process: subprocess.Popen[bytes]) -> None:
-    try:
-        while process.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        click.echo("\nstopping the demo…")
+    space_process = children.start(space, stdout=subprocess.DEVNULL, env=stage_environment(store))
+    layout = wait_for_file(ready, space_process, timeout=30)
+    click.secho(f"1/3 sample space up: {len(layout['capsules'])} capsules", bold=True)
+    pins = [arg for capsule in layout["capsules"] for arg in ("--resolve", capsule["pin"])]
+    children.run_stage(
+        data_dir,
+        "crawl",
+        "--seed",
+        layout["seed"],
+        "--allow-host",
+        "*.example",
+        "--delay",
+        "0",
+        *pins,
+        db_url=store,
+    )
+    click.secho("2/3 crawl finished; building the index", bold=True)
+    children.run_stage(data_dir, "index", db_url=store)
+    serve = sextant_command(data_dir, *serve_args(host, port, hostname))
+    capsule = children.start(serve, env=stage_environment(store))
+    wait_for_port(host, port, capsule)
+    url = f"gemini://{hostname}/" if port == 1965 else f"gemini://{hostname}:{port}/"
+    click.secho(f"3/3 search capsule up at {url}", bold=True)
+    click.echo(
+        "\nTry it:\n"
+        f"  sextant --data-dir {data_dir} search 'solar'\n"
+        f"  sextant --data-dir {data_dir} search 'lang:de kartoffel'\n"
+        f"  open {url} in a Gemini client (Lagrange, Amfora, AV-98: `av98 {url}`)\n"
+    )
+    if no_wait:
         return
-    raise StageFailed(f"the search capsule exited with status {process.returncode}")
+    click.echo("Press Ctrl-C to stop the demo.")
+    returncode = wait_for_exit(capsule)
+    raise StageFailed(f"the search capsule exited with status {returncode}")
 
 
 @click.command()
@@ -228,35 +304,41 @@ def run(
     The search capsule runs the whole time (restarted if it dies) and serves
     the last good index; each cycle recrawls due pages and new seeds, then
     indexes incrementally. A failing cycle is reported and the next one
-    runs on schedule.
+    runs on schedule. Ctrl-C stops the capsule and any stage running within
+    two seconds, with exit status 130 (SIGTERM: quietly, with 0); the next
+    run continues the crawl.
     """
     data_dir = settings.ensure_data_dir()
     serve_command = sextant_command(data_dir, *serve_args(host, port, hostname))
-    capsule: subprocess.Popen[bytes] | None = None
     try:
-        while True:
-            if capsule is None or capsule.poll() is not None:
-                if capsule is not None:
-                    click.echo(
-                        f"search capsule exited ({capsule.returncode}); restarting", err=True
-                    )
-                capsule = subprocess.Popen(serve_command, env=stage_environment(settings.db_url))
-            started = time.monotonic()
-            _cycle(data_dir, settings.db_url, crawl_args)
-            if once:
-                return
-            _sleep_until(started + interval, capsule)
+        with Children() as children:
+            capsule: subprocess.Popen[bytes] | None = None
+            while True:
+                if capsule is None or capsule.poll() is not None:
+                    if capsule is not None:
+                        click.echo(
+                            f"search capsule exited ({capsule.returncode}); restarting", err=True
+                        )
+                    capsule = children.start(serve_command, env=stage_environment(settings.db_url))
+                started = time.monotonic()
+                _cycle(children, data_dir, settings.db_url, crawl_args)
+                if once:
+                    return
+                next_start = time.time() + max(0.0, started + interval - time.monotonic())
+                at = time.strftime("%H:%M:%S", time.localtime(next_start))
+                click.echo(f"next cycle at {at}; Ctrl-C stops")
+                _sleep_until(started + interval, capsule)
     except KeyboardInterrupt:
-        click.echo("\nstopping…", err=True)
-    finally:
-        if capsule is not None:
-            stop_process(capsule)
+        click.echo("run stopped; the next one continues the crawl from here", err=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except Terminated:  # like `sextant serve`: stopping is a service's normal end
+        raise SystemExit(0) from None
 
 
-def _cycle(data_dir: Path, db_url: str, crawl_args: Sequence[str]) -> None:
+def _cycle(children: Children, data_dir: Path, db_url: str, crawl_args: Sequence[str]) -> None:
     for args in (["crawl", "--recrawl", *crawl_args], ["index"]):
         try:
-            run_stage(data_dir, *args, db_url=db_url)
+            children.run_stage(data_dir, *args, db_url=db_url)
         except StageFailed as exc:
             click.echo(f"{exc}; the capsule keeps serving the last good index", err=True)
             return
