@@ -47,16 +47,16 @@ from urllib.parse import quote
 
 from sqlalchemy import insert, select
 
+from gemserve.admission import share_of
+from gemserve.server import ServerLimits, bind_sockets
 from indexer.build import run_index
 from indexer.query import open_searcher
 from search_capsule.cli import shared_limits
+from search_capsule.loadshare import LoadShare
 from search_capsule.processes import Supervisor, default_process_count
 from search_capsule.server import DEFAULT_LIMITS, SERVER_LIMITS, load_certificate, serve_process
 from search_capsule.services import CapsuleLimits
-from sextant.admission import share_of
 from sextant.config import Settings
-from sextant.loadshare import LoadShare
-from sextant.server import ServerLimits, bind_sockets
 from sextant.store import make_engine
 from sextant.store.migrate import open_store, upgrade
 from sextant.store.models import Capsule, Link, Page

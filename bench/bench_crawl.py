@@ -38,7 +38,7 @@ from typing import Any
 import trio
 from sqlalchemy import func, insert, select
 
-from sextant.server import Request, Response, ServerLimits, serve
+from gemserve.server import Request, Response, ServerLimits, serve
 from sextant.store import Capsule, FrontierEntry, Page, utcnow
 from sextant.store.migrate import open_store
 from sextant.tls import client_context, make_self_signed, server_context_from_pem

@@ -1,6 +1,6 @@
 """The search capsule as a Gemini application: one request in, one response out.
 
-The generic server (:mod:`sextant.server`) has already refused malformed requests (59),
+The generic server (:mod:`gemserve.server`) has already refused malformed requests (59),
 other hosts and schemes (53) and slow clients by the time a request gets here. This layer
 adds what is specific to the capsule: routing with canonical redirects (31), decoding the
 user's input, per-client throttling (44), overload shedding (41) and a store that cannot
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 
+from gemserve.admission import client_key
+from gemserve.server import Request, Response
 from search_capsule import routes, user_input
 from search_capsule.services import Call, Overloaded, Services
 from search_capsule.throttle import SlowDown
-from sextant.admission import client_key
 from sextant.errors import MalformedRequest, StoreUnavailable
 from sextant.protocol import Status
-from sextant.server import Request, Response
 
 NOT_FOUND = "no such page here; the start page links to all of them"
 OVERLOADED = "the search capsule is busy; please try again in a few seconds"

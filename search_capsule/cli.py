@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from gemserve.admission import share_of
+from gemserve.server import bind_sockets
 from search_capsule.processes import Supervisor, default_process_count
 from search_capsule.server import (
     DEFAULT_LIMITS,
@@ -21,11 +23,9 @@ from search_capsule.server import (
     tls_context,
 )
 from search_capsule.services import CapsuleLimits
-from sextant.admission import share_of
 from sextant.cli import EXIT_INTERRUPTED, pass_settings
 from sextant.config import Settings
 from sextant.errors import ConfigError
-from sextant.server import bind_sockets
 from sextant.store.migrate import open_store
 
 CERT_PATH = click.Path(exists=True, dir_okay=False, path_type=Path)

@@ -4,7 +4,7 @@ A search is Python and numpy under the GIL: threads in one process take turns, s
 process answers at most what one core can compute. Here the parent binds the listening
 sockets, forks ``count`` children that each run the whole capsule (its own searcher,
 caches and store connections) and accept from the same sockets — a child with more open
-connections than a sibling leaves new ones to it (:mod:`sextant.loadshare`) — and then only
+connections than a sibling leaves new ones to it (:mod:`search_capsule.loadshare`) — and then only
 supervises:
 
 * a child that dies (a crash, the OOM killer, ``kill -9``) is replaced, at most once a
@@ -33,8 +33,8 @@ from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
 
+from search_capsule.loadshare import LoadShare
 from sextant.errors import SextantError
-from sextant.loadshare import LoadShare
 
 log = logging.getLogger(__name__)
 

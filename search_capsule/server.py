@@ -1,7 +1,7 @@
 """Wiring: store, index and certificate in; a running search capsule out.
 
 The Gemini side (TLS, request validation, 59/53, timeouts, bounded connections,
-close_notify) is :func:`sextant.server.serve`; this module gives it our app, our
+close_notify) is :func:`gemserve.server.serve`; this module gives it our app, our
 certificate and our host names.
 """
 
@@ -20,16 +20,16 @@ import trio
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from gemserve.server import ServerLimits, serve
 from indexer.query import open_searcher
 from search_capsule.app import CapsuleApp
 from search_capsule.cache import TTLCache
+from search_capsule.loadshare import LoadShare
 from search_capsule.searching import SearchService
 from search_capsule.services import CapsuleLimits, Services, StoreReader, make_throttle
 from sextant.cli import run_async
 from sextant.config import Settings
 from sextant.errors import ConfigError
-from sextant.loadshare import LoadShare
-from sextant.server import ServerLimits, serve
 from sextant.store.migrate import open_store
 from sextant.tls import CertificateFacts, certificate_facts, ensure_certificate, server_context
 

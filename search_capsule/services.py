@@ -18,13 +18,13 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from gemserve.server import Response
 from indexer.budget import DEFAULT_SECONDS
 from search_capsule.cache import TTLCache
 from search_capsule.searching import SearchService
 from search_capsule.seeds import DEFAULT_SEED_PORTS
 from search_capsule.throttle import Throttle
 from search_capsule.workers import Overloaded, WorkerThreads
-from sextant.server import Response
 from sextant.store.engine import utcnow
 from sextant.store.failures import unavailable_as_store_error
 from sextant.urls import GeminiURL

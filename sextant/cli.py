@@ -35,7 +35,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "search": "indexer.cli:search",
     "serve": "search_capsule.cli:serve",
     "graph": "sextant.graph.cli:graph",
-    "sample-space": "sextant.sample_space.cli:sample_space",
+    "sample-space": "gemserve.sample_space.cli:sample_space",
     "demo": "sextant.pipeline:demo",
     "run": "sextant.pipeline:run",
 }

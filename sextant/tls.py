@@ -9,7 +9,7 @@ Key type: certificates default to ECDSA P-256, because it costs the server less 
 RSA-2048, whose signing dominates a handshake. Measured on OpenSSL 3.0, one request per
 connection as Gemini does it: the server's share of the handshake alone (in-process, memory
 BIOs) is 0.23 ms against 0.51 ms under TLS 1.3 (0.44x); a whole request through
-:mod:`sextant.server` (a separate process, 1500 requests, TLS 1.3) costs 0.83 ms of server CPU
+:mod:`gemserve.server` (a separate process, 1500 requests, TLS 1.3) costs 0.83 ms of server CPU
 against 1.10 ms (0.75x). Every TLS 1.2+ client a capsule meets supports P-256.
 """
 

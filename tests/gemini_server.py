@@ -7,7 +7,7 @@ the request line (endless bodies, slow drips, broken headers, missing close_noti
 Each capsule records the requests it received, so tests can check politeness spacing and
 that a URL was fetched exactly once.
 
-Everything runs on :func:`sextant.server.serve_raw`, the listener our real capsules use,
+Everything runs on :func:`gemserve.server.serve_raw`, the listener our real capsules use,
 and well-behaved answers go through the same request validation and response writing.
 
 In-process::
@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 
 import trio
 
-from sextant.server import (
+from gemserve.server import (
     Request,
     Response,
     ServerLimits,

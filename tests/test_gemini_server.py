@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 import trio
 
-from sextant.server import Response
+from gemserve.server import Response
 from sextant.tls import certificate_facts, client_context
 from tests.gemini_server import (
     ScriptedCapsule,

@@ -32,7 +32,7 @@ def test_an_installed_wheel_migrates_a_database_and_ships_its_data(tmp_path: Pat
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "migrations/versions/0001_initial_schema.py" in names
     assert "crawler/traps.txt" in names
-    assert "sextant/sample_space/content/station.example/index.gmi" in names
+    assert "gemserve/sample_space/content/station.example/index.gmi" in names
     assert not any(name.startswith(("tests/", "bench/")) for name in names)
 
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}

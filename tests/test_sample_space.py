@@ -16,9 +16,9 @@ from functools import partial
 import pytest
 import trio
 
+from gemserve.sample_space.serve import RunningCapsule, serve_space
+from gemserve.sample_space.space import CAPSULES, SEED_URL
 from sextant import gemtext, urls
-from sextant.sample_space.serve import RunningCapsule, serve_space
-from sextant.sample_space.space import CAPSULES, SEED_URL
 from tests import wire_client
 
 BASE = "127.0.3.10"

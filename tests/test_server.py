@@ -12,9 +12,9 @@ from functools import partial
 import pytest
 import trio
 
-from sextant.admission import client_key, share_of
+from gemserve.admission import client_key, share_of
+from gemserve.server import Request, Response, ServerLimits, serve, serve_raw
 from sextant.errors import MalformedHeader
-from sextant.server import Request, Response, ServerLimits, serve, serve_raw
 from sextant.tls import client_context, make_self_signed, server_context_from_pem
 from tests.wire_client import WireReply, connect, exchange, read_until_end, request
 
@@ -146,7 +146,7 @@ async def test_app_exception_becomes_42_and_the_server_goes_on(nursery, tls_cont
         return Response.gemtext("fine")
 
     address = await start(nursery, tls_context, app=app)
-    with caplog.at_level(logging.ERROR, logger="sextant.server"):
+    with caplog.at_level(logging.ERROR, logger="gemserve.server"):
         boom = await request(address, url_of(address, "/boom"))
         wrong = await request(address, url_of(address, "/wrong-type"))
     assert (boom.status, boom.meta, boom.body) == (42, "internal server error", b"")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gemserve.server import Response
 from search_capsule import paths, store_views
 from search_capsule.pages import capsule as capsule_pages
 from search_capsule.pages import listings as pages
@@ -11,7 +12,6 @@ from search_capsule.user_input import typed_url
 from sextant import urls
 from sextant.census import census
 from sextant.errors import InvalidURL
-from sextant.server import Response
 
 BACKLINKS_PROMPT = "URL whose backlinks you want to see"
 CAPSULE_PROMPT = "Host name of the capsule (e.g. example.org or example.org:1966)"

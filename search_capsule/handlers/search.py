@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from gemserve.server import Response
 from search_capsule import paths
 from search_capsule.pages import search as pages
 from search_capsule.services import Call, Services
 from sextant.errors import QueryError
-from sextant.server import Response
 
 PROMPT = "Search Geminispace"
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from gemserve.server import Response
 from search_capsule import paths
 from search_capsule.pages.listings import unusable_url
 from search_capsule.pages.seed import seed_added
 from search_capsule.seeds import request_seed, validate_seed
 from search_capsule.services import Call, Services
 from sextant.errors import InvalidURL
-from sextant.server import Response
 
 PROMPT = "URL of a Gemini capsule or page for the crawler to visit"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import cache
 
+from gemserve.server import Response
 from search_capsule.excludes import ExcludeSection, builtin_rules
 from search_capsule.pages import static as pages
 from search_capsule.services import Call, Services
-from sextant.server import Response
 
 
 async def document(services: Services, call: Call) -> Response:

@@ -21,8 +21,8 @@ from crawler.frontier import FrontierItem
 from crawler.messages import FetchRecord
 from crawler.options import AllowedHosts
 from crawler.page_batch import LINKS_PER_GROUP, _groups
+from gemserve.server import Response
 from sextant.protocol import MimeType
-from sextant.server import Response
 from sextant.store import Page, SeedRequest, utcnow
 from sextant.urls import parse
 from tests.crawler.crawling import TEST_DELAY, crawl, gaps

@@ -11,9 +11,9 @@ import trio
 
 from crawler.fetch import FetchLimits, fetch, indexable_mime
 from crawler.resolver import Resolver
+from gemserve.server import Response
 from sextant.errors import ConnectFailed, FetchError, FetchTimeout, InvalidURL, MalformedHeader
 from sextant.protocol import MimeType
-from sextant.server import Response
 from sextant.urls import parse
 from tests.gemini_server import (
     Hostile,

@@ -18,8 +18,8 @@ import trio
 from crawler.fetch import fetch
 from crawler.options import AllowedHosts, CrawlOptions
 from crawler.resolver import Resolver
+from gemserve.server import Response
 from sextant.errors import AddressRefused, ConnectFailed
-from sextant.server import Response
 from sextant.urls import parse
 from tests.crawler.crawling import crawl
 from tests.crawler.test_show import run_cli

@@ -8,8 +8,8 @@ from datetime import datetime
 import pytest
 from click.testing import CliRunner
 
+from gemserve.server import Response
 from sextant.cli import cli
-from sextant.server import Response
 from tests.crawler.crawling import crawl
 from tests.gemini_server import ScriptedCapsule, gemtext
 from tests.hostile_space import unsafe_characters

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from gemserve.server import ServerLimits
 from indexer.build import run_index
 from search_capsule.app import CapsuleApp
 from search_capsule.server import build_app, run_capsule
 from search_capsule.services import CapsuleLimits
 from sextant.config import Settings
-from sextant.server import ServerLimits
 from sextant.store.migrate import open_store
 from sextant.tls import make_self_signed, server_context_from_pem
 from tests.search_capsule import space

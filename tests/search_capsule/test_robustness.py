@@ -12,10 +12,10 @@ import pytest
 import trio
 from sqlalchemy.orm import Session
 
+from gemserve.server import Request
 from indexer.build import run_index
 from search_capsule.services import CapsuleLimits
 from sextant import urls
-from sextant.server import Request
 from sextant.store import utcnow
 from sextant.store.migrate import open_store
 from sextant.tls import client_context

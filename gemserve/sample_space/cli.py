@@ -9,9 +9,9 @@ from pathlib import Path
 import click
 import trio
 
+from gemserve.sample_space.serve import RunningCapsule, serve_space
+from gemserve.sample_space.space import SEED_URL
 from sextant.cli import run_async
-from sextant.sample_space.serve import RunningCapsule, serve_space
-from sextant.sample_space.space import SEED_URL
 
 
 @click.group("sample-space")

@@ -15,9 +15,9 @@ from functools import partial
 import pytest
 import trio
 
+from gemserve.server import ServerStream, bind_sockets, serve_raw
+from search_capsule.loadshare import LoadShare
 from search_capsule.processes import Supervisor
-from sextant.loadshare import LoadShare
-from sextant.server import ServerStream, bind_sockets, serve_raw
 from sextant.tls import client_context, make_self_signed, server_context_from_pem
 
 HOST = "127.0.0.1"

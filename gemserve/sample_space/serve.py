@@ -13,8 +13,8 @@ from functools import partial
 
 import trio
 
-from sextant.sample_space.space import CAPSULES
-from sextant.server import serve
+from gemserve.sample_space.space import CAPSULES
+from gemserve.server import serve
 from sextant.tls import make_self_signed, server_context_from_pem
 
 

@@ -18,7 +18,7 @@ from importlib.resources import files
 from importlib.resources.abc import Traversable
 from urllib.parse import unquote
 
-from sextant.server import Request, Response
+from gemserve.server import Request, Response
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -44,7 +44,7 @@ class SampleCapsule:
 
     @property
     def root(self) -> Traversable:
-        return files("sextant.sample_space") / "content" / self.host
+        return files("gemserve.sample_space") / "content" / self.host
 
     async def handle(self, request: Request) -> Response:
         """Answer like a typical static Gemini server, plus this capsule's specials."""

@@ -5,7 +5,7 @@ Two layers share one listener:
 - :func:`serve_raw` accepts TLS connections with bounded concurrency and hands each stream to
   a handler; whatever the handler does wrong (or the client does wrong) stays inside that one
   connection. A client address over its share of connections is closed before any TLS work
-  (:mod:`sextant.admission`). Tests use it directly to misbehave on the wire.
+  (:mod:`gemserve.admission`). Tests use it directly to misbehave on the wire.
 - :func:`serve` runs a Gemini application on top: it reads and validates the request line
   (:func:`receive_request`), calls the app (cancelling it if the client hangs up meanwhile),
   and writes the response (:func:`respond`). Those steps are public so a raw handler can
@@ -24,14 +24,13 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
+from gemserve.admission import Admission
 from sextant import urls
-from sextant.admission import Admission
 from sextant.errors import InvalidURL, MalformedRequest
-from sextant.loadshare import LoadShare
 from sextant.protocol import MAX_REQUEST_BYTES, ResponseHeader, Status, parse_request
 
 log = logging.getLogger(__name__)
@@ -77,6 +76,20 @@ _CONNECTION_ERRORS = (
 )
 
 Body = bytes | AsyncIterator[bytes]
+
+
+class ConnectionShare(Protocol):
+    """How sibling server processes share the connections of one listening socket.
+
+    Kept to an interface here so this package stays a leaf: the search capsule brings the
+    shared-memory implementation (:mod:`search_capsule.loadshare`).
+    """
+
+    def opened(self) -> None: ...
+
+    def closed(self) -> None: ...
+
+    async def wait_turn(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +173,7 @@ class ServerLimits:
     # LingeringStream for why.
     close_linger: float = 2.0
     # Connections one client address may hold at once; one more is closed as soon as it is
-    # accepted, before its TLS handshake (sextant.admission). None: no cap.
+    # accepted, before its TLS handshake (gemserve.admission). None: no cap.
     max_connections_per_address: int | None = None
     # The request timeout for connections accepted while more than half of
     # ``max_connections`` are open: idle clients cannot hold a crowded server's slots long.
@@ -235,7 +248,8 @@ class LingeringStream(trio.abc.HalfCloseableStream):
 class _Listener(trio.abc.Listener[LingeringStream]):
     """Accepts from one listening socket, possibly shared with sibling server processes.
 
-    With a :class:`~sextant.loadshare.LoadShare`, a process busier than a sibling lets a
+    With a :class:`ConnectionShare` (the capsule's
+    :class:`search_capsule.loadshare.LoadShare`), a process busier than a sibling lets a
     waiting connection go to that sibling first; so this waits for a pending connection,
     then for its turn, and only then accepts (without blocking: the sibling may have taken
     it meanwhile).
@@ -245,7 +259,7 @@ class _Listener(trio.abc.Listener[LingeringStream]):
         self,
         listening: socket.socket,
         linger: float,
-        share: LoadShare | None,
+        share: ConnectionShare | None,
         admission: Admission,
     ) -> None:
         listening.setblocking(False)
@@ -324,7 +338,7 @@ async def serve_raw(
     ssl_context: ssl.SSLContext,
     limits: ServerLimits = ServerLimits(),
     sockets: list[socket.socket] | None = None,
-    share: LoadShare | None = None,
+    share: ConnectionShare | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accept TLS connections on ``host:port`` and run ``handler`` for each, until cancelled.
@@ -363,7 +377,7 @@ async def _accept_loop(
     listener: trio.SSLListener[LingeringStream],
     handler: RawHandler,
     limiter: trio.CapacityLimiter,
-    share: LoadShare | None,
+    share: ConnectionShare | None,
     admission: Admission,
     nursery: trio.Nursery,
 ) -> None:
@@ -394,7 +408,7 @@ async def _run_connection(
     stream: ServerStream,
     limiter: trio.CapacityLimiter,
     token: object,
-    share: LoadShare | None,
+    share: ConnectionShare | None,
     admission: Admission,
 ) -> None:
     try:
@@ -437,7 +451,7 @@ async def serve(
     hostnames: Collection[str] | None = None,
     limits: ServerLimits = ServerLimits(),
     sockets: list[socket.socket] | None = None,
-    share: LoadShare | None = None,
+    share: ConnectionShare | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``app`` over Gemini until cancelled (``sockets`` and ``share``: see :func:`serve_raw`).
@@ -493,7 +507,7 @@ async def receive_request(
     well-formed request that is not ours to answer (another scheme, host or port). Raises
     ``trio.TooSlowError`` when the client did not even finish the TLS handshake in time.
     The deadline is ``limits.request_timeout``, or the shorter one the connection was
-    admitted with when the server was crowded (:mod:`sextant.admission`).
+    admitted with when the server was crowded (:mod:`gemserve.admission`).
     """
     timeout = min(limits.request_timeout, stream.transport_stream.request_timeout)
     with trio.move_on_after(timeout):
