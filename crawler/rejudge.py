@@ -117,8 +117,10 @@ def rejudge_robots(conn: Connection, record: RobotsRecord, now: datetime) -> int
     where = (PAGES.c.capsule_id == record.capsule_id) & PAGES.c.state.not_in(
         ("new", DISALLOWED, EXCLUDED)  # unfetched pages meet robots.txt when fetched
     )
-    forbidden: list[int] = []
+    values = settled_values(DISALLOWED, ROBOTS_REASON, now)
+    count = 0
     for rows in page_batches(conn, where):
+        forbidden: list[int] = []
         for row in rows:
             try:
                 url = parse(row.url)
@@ -128,11 +130,9 @@ def rejudge_robots(conn: Connection, record: RobotsRecord, now: datetime) -> int
                 continue
             if not policy_allows(policy, url, record.user):
                 forbidden.append(row.id)
-        if len(forbidden) >= BATCH:
-            settle(conn, forbidden, settled_values(DISALLOWED, ROBOTS_REASON, now))
-            forbidden.clear()
-    settle(conn, forbidden, settled_values(DISALLOWED, ROBOTS_REASON, now))
-    return len(forbidden)
+        settle(conn, forbidden, values)
+        count += len(forbidden)
+    return count
 
 
 def _stored_robots(

@@ -27,6 +27,7 @@ T = TypeVar("T")
 LAZY_COMMANDS: dict[str, str] = {
     "crawl": "crawler.cli:crawl",
     "show": "crawler.cli:show",
+    "forget": "crawler.cli:forget",
     "index": "indexer.cli:index",
     "search": "indexer.cli:search",
     "serve": "search_capsule.cli:serve",
