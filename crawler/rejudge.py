@@ -30,11 +30,11 @@ from sqlalchemy.sql.elements import ColumnElement
 from crawler.admission import EXCLUDED, exclusion_reason
 from crawler.frontier import CAPSULES, FRONTIER, PAGES, USER_ROBOTS
 from crawler.messages import RobotsRecord
-from crawler.robots_cache import policy_allows, policy_from_text, pubnix_user
+from crawler.robots_cache import policy_allows, policy_from_text
 from crawler.traps import Exclusions
 from sextant.errors import InvalidURL
 from sextant.store import ExclusionSweep, utcnow
-from sextant.urls import parse
+from sextant.urls import GeminiURL, parse, scope_of
 
 SWEEPS = ExclusionSweep.__table__
 T = TypeVar("T")
@@ -117,6 +117,14 @@ def rejudge_robots(conn: Connection, record: RobotsRecord, now: datetime) -> int
     where = (PAGES.c.capsule_id == record.capsule_id) & PAGES.c.state.not_in(
         ("new", DISALLOWED, EXCLUDED)  # unfetched pages meet robots.txt when fetched
     )
+    if record.user is not None:
+        # Only that user's directory: a pubnix has many users and each one's first
+        # robots.txt must not cost a pass over the whole host.
+        host, port = conn.execute(
+            select(CAPSULES.c.host, CAPSULES.c.port).where(CAPSULES.c.id == record.capsule_id)
+        ).one()
+        home = GeminiURL("gemini", host, port, f"/~{record.user}/", None)
+        where &= PAGES.c.scope == scope_of(home)
     values = settled_values(DISALLOWED, ROBOTS_REASON, now)
     count = 0
     for rows in page_batches(conn, where):
@@ -125,8 +133,6 @@ def rejudge_robots(conn: Connection, record: RobotsRecord, now: datetime) -> int
             try:
                 url = parse(row.url)
             except InvalidURL:
-                continue
-            if record.user is not None and pubnix_user(url) != record.user:
                 continue
             if not policy_allows(policy, url, record.user):
                 forbidden.append(row.id)
