@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Row, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
 from crawler.admission import EXCLUDED, exclusion_reason
@@ -181,13 +182,16 @@ def sweep_exclusions(engine: Engine, exclusions: Exclusions, now: datetime | Non
                 last = rows[-1].id
                 excluded += _exclude_matching(conn, rows, fresh, now)
     current = dict.fromkeys(rule.pattern for rule in exclusions.rules)
-    with engine.begin() as conn:
-        gone = list(swept - current.keys())
-        for chunk in chunks(gone):
-            conn.execute(delete(SWEEPS).where(SWEEPS.c.pattern.in_(chunk)))
-        added = [{"pattern": p, "swept_at": now} for p in current if p not in swept]
-        if added:
-            conn.execute(insert(SWEEPS), added)
+    try:
+        with engine.begin() as conn:
+            gone = list(swept - current.keys())
+            for chunk in chunks(gone):
+                conn.execute(delete(SWEEPS).where(SWEEPS.c.pattern.in_(chunk)))
+            added = [{"pattern": p, "swept_at": now} for p in current if p not in swept]
+            if added:
+                conn.execute(insert(SWEEPS), added)
+    except IntegrityError:
+        pass  # another crawler process (--worker) swept the same rules and said so first
     return excluded
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from click.testing import CliRunner
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, insert, select, update
 
 from crawler.admission import EXCLUDED
 from crawler.frontier import CapsuleIds, NewPage, insert_pages
@@ -325,3 +325,31 @@ def test_a_pubnix_users_robots_change_touches_only_their_directory(store):
         urls[2]: "ok",
         urls[3]: "ok",
     }
+
+
+def test_two_crawler_processes_sweeping_the_same_new_rule_both_start(store):
+    """Another --worker records the sweep between our reading and our writing of it."""
+    many_pages(store, 10)
+    rules = Exclusions.parse(
+        "gemini://big.test/private/ not for us\n", source="exclude.txt", require_reason=True
+    )
+    raced: list[bool] = []
+
+    def other_process_sweeps(conn, cursor, statement, *args) -> None:
+        if (
+            "exclusion_sweeps" in statement
+            and statement.lstrip().startswith("SELECT")
+            and not raced
+        ):
+            raced.append(True)
+            with store.begin() as other:
+                other.execute(
+                    insert(ExclusionSweep).values(pattern=rules.rules[0].pattern, swept_at=utcnow())
+                )
+
+    event.listen(store, "after_cursor_execute", other_process_sweeps)
+    try:
+        assert sweep_exclusions(store, rules) == 5
+    finally:
+        event.remove(store, "after_cursor_execute", other_process_sweeps)
+    assert raced == [True]
