@@ -15,7 +15,7 @@ from datetime import date
 from sqlalchemy import Connection, func, select
 
 from crawler.options import CrawlOptions
-from crawler.traps import Exclusions, looks_like_trap
+from crawler.traps import ExclusionRule, Exclusions, looks_like_trap
 from sextant.store import Page
 from sextant.urls import GeminiURL, scope_of
 
@@ -37,6 +37,11 @@ class Verdict:
 
 
 _ADMIT = Verdict(ADMITTED)
+
+
+def exclusion_reason(rule: ExclusionRule) -> str:
+    """What a page excluded by ``rule`` says in ``error_message`` (and ``sextant show``)."""
+    return f"exclusion rule {rule.pattern} ({rule.source}): {rule.reason}"
 
 
 def load_exclusions(options: CrawlOptions) -> Exclusions:
@@ -74,9 +79,7 @@ class Admission:
             )
         rule = self.exclusions.match(url)
         if rule is not None:
-            return Verdict(
-                EXCLUDED, f"exclusion rule {rule.pattern} ({rule.source}): {rule.reason}"
-            )
+            return Verdict(EXCLUDED, exclusion_reason(rule))
         trap = looks_like_trap(url, today=self.today)
         if trap is not None:
             return Verdict(EXCLUDED, f"looks like a trap: {trap}")

@@ -325,3 +325,52 @@ def _human(facts: dict[str, Any], *, body: bool) -> str:
         lines.append("")
         lines.append(text_block(facts["body"]))
     return "\n".join(lines)
+
+
+# --- forget -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("target", required=False, metavar="HOST[:PORT]|URL-PREFIX")
+@click.option("--reason", help="Why (published on the capsule's /known-excludes page).")
+@click.option("--list", "listing", is_flag=True, help="List the removals (also without TARGET).")
+@click.option("--undo", is_flag=True, help="Take TARGET's removal back; the next crawl refetches.")
+@pass_settings
+def forget(
+    settings: Settings, target: str | None, reason: str | None, listing: bool, undo: bool
+) -> None:
+    """Remove a capsule or URL prefix from the store and from every later crawl.
+
+    The way to honour a removal request: the pages lose their content and links now, leave
+    the index at the next `sextant index`, and are never fetched again.
+    """
+    from crawler import removals
+    from sextant.store.migrate import open_store
+
+    engine = open_store(settings.db_url)
+    try:
+        if listing or target is None:
+            with engine.connect() as conn:
+                found = removals.stored_removals(conn)
+            if not found:
+                click.echo("Nothing forgotten.")
+            for removal in found:
+                click.echo(
+                    f"{one_line(removal.prefix)}  {_when(removal.added_at)}  "
+                    f"{one_line(removal.reason)}"
+                )
+            return
+        if undo:
+            count = removals.undo(engine, target)
+            click.echo(
+                f"{removals.removal_prefix(target)} is no longer forgotten; "
+                f"the next crawl fetches its {count} pages again."
+            )
+            return
+        count = removals.forget(engine, target, reason or "")
+        click.echo(
+            f"forgot {removals.removal_prefix(target)}: {count} pages emptied and excluded; "
+            "they leave the index at the next `sextant index`."
+        )
+    finally:
+        engine.dispose()

@@ -47,6 +47,7 @@ from crawler.messages import (
 from crawler.options import CrawlOptions
 from crawler.politeness import HostSlot, PolitenessRules, Scheduler
 from crawler.progress import CrawlStats, FetchLog, StatusDisplay, status_line, summary_table
+from crawler.removals import adopt_removals
 from crawler.resolver import Resolver
 from crawler.robots_cache import RobotsCache, RobotsFetch, pubnix_user, robots_path
 from crawler.seeds import (
@@ -262,6 +263,9 @@ class Crawl:
             released = self.frontier.release_stale()
             if released:
                 log.info("released %d leases left by an earlier run", released)
+        excluded = adopt_removals(self.store, self.admission)
+        if excluded:
+            log.info("%d stored pages meet new exclusion rules: excluded", excluded)
         with self.store.begin() as conn:
             lock_frontier(conn)
             run_id = conn.execute(

@@ -142,8 +142,12 @@ class RobotsCache:
             return None
         if cached.open:
             return True
-        path = url.path if url.query is None else f"{url.path}?{url.query}"
-        user = key[1]
-        if user is None:
-            return cached.policy.allowed(path)
-        return allowed_in_user_directory(cached.policy, user, path)
+        return policy_allows(cached.policy, url, key[1])
+
+
+def policy_allows(policy: RobotsPolicy, url: GeminiURL, user: str | None) -> bool:
+    """Whether ``policy`` (the capsule's own robots.txt, or ``user``'s) allows ``url``."""
+    path = url.path if url.query is None else f"{url.path}?{url.query}"
+    if user is None:
+        return policy.allowed(path)
+    return allowed_in_user_directory(policy, user, path)

@@ -8,6 +8,7 @@ command twice, or resuming a killed crawl, never asks a capsule for its seed pag
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ from crawler.frontier import (
     insert_pages,
     lock_frontier,
 )
+from crawler.rejudge import settle, settled_values
 from sextant.errors import ConfigError, InvalidURL
 from sextant.store import SeedRequest, utcnow
 from sextant.urls import GeminiURL, parse
@@ -195,7 +197,8 @@ def _enqueue_pages(
     priority: int = PRIORITY_LINK,
 ) -> int:
     """Queue the pages meeting ``condition`` that are not queued yet and this run admits,
-    a batch per transaction (the frontier lock held only that long); how many."""
+    a batch per transaction (the frontier lock held only that long); how many. Pages this
+    run's rules exclude become ``excluded`` (pages outside ``--allow-host`` just wait)."""
     queued = 0
     last_id = 0
     while True:
@@ -215,12 +218,20 @@ def _enqueue_pages(
                 return queued
             last_id = rows[-1].id
             entries = []
+            refused: dict[str, list[int]] = defaultdict(list)
             for row in rows:
                 try:
                     url = parse(row.url)
                 except InvalidURL:
                     continue
-                if admission.static(url, row.depth).admitted:
+                verdict = admission.static(url, row.depth)
+                if verdict.admitted:
                     entries.append(Enqueue(row.id, row.capsule_id, row.depth, reason, priority))
+                elif verdict.kind == EXCLUDED:
+                    # A rule or limit set since the page was stored: it leaves the index now,
+                    # not at a recrawl that will never come.
+                    refused[verdict.reason or EXCLUDED].append(row.id)
+            for why, ids in refused.items():
+                settle(conn, ids, settled_values(EXCLUDED, why, now))
             enqueue(conn, entries, now)
             queued += len(entries)

@@ -144,7 +144,7 @@ class Exclusions:
     def merged(self, other: Exclusions) -> Exclusions:
         return Exclusions(self._rules + other._rules)
 
-    def match(self, url: GeminiURL) -> ExclusionRule | None:
+    def match(self, url: GeminiURL | str) -> ExclusionRule | None:
         text = str(url)
         for rule in self._rules:
             if rule.matches(text):

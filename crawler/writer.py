@@ -44,6 +44,7 @@ from crawler.messages import (
     Skipped,
 )
 from crawler.page_batch import PageBatch
+from crawler.rejudge import rejudge_robots, settled_values
 from crawler.tofu import judge
 from sextant.errors import StoreError
 from sextant.store import CertificateEvent, FetchAttempt, utcnow
@@ -312,15 +313,9 @@ class Writer:
             select(PAGES.c.state, PAGES.c.error_message).where(PAGES.c.id == item.page_id)
         ).one_or_none()
         if current is not None:
-            values: dict[str, object] = {
-                "state": message.state,
-                "error_kind": message.state,
-                "error_message": message.reason,
-                # robots.txt may change; a rule-excluded page waits for a rule change instead.
-                "next_crawl_at": now + timedelta(days=1) if message.state == "disallowed" else None,
-            }
-            if current.state != message.state or current.error_message != message.reason:
-                values["updated_at"] = now
+            values = settled_values(message.state, message.reason, now)
+            if current.state == message.state and current.error_message == message.reason:
+                del values["updated_at"]
             conn.execute(update(PAGES).where(PAGES.c.id == item.page_id).values(**values))
         self.finish_row(item.id)
 
@@ -346,6 +341,7 @@ class Writer:
             self.defer_capsule(conn, message.capsule_id, message.due_at)
 
     def _apply_robots(self, conn: Connection, record: RobotsRecord) -> None:
+        rejudge_robots(conn, record, record.fetched_at)  # before the new file replaces the old
         if record.usable and record.user is not None:
             key = (USER_ROBOTS.c.capsule_id == record.capsule_id) & (
                 USER_ROBOTS.c.user_name == record.user

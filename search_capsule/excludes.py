@@ -1,8 +1,10 @@
-"""The crawler's built-in exclusion rules, read as data for the ``/known-excludes`` page.
+"""The exclusion rules in force, read as data for the ``/known-excludes`` page.
 
-The rules live in ``crawler/traps.txt``. The capsule may not import crawler code (imports
-flow sextant ← indexer ← search_capsule), so it reads the file as package data and only
-splits each line into its pattern and reason; matching URLs stays the crawler's business.
+The built-in rules live in ``crawler/traps.txt``; the operator's removals (``sextant
+forget``, usually at an author's request) in the store's ``operator_exclusions`` table.
+The capsule may not import crawler code (imports flow sextant ← indexer ← search_capsule),
+so it reads the file as package data and only splits each line into its pattern and
+reason; matching URLs stays the crawler's business.
 The format is documented at the top of the file: ``PATTERN whitespace REASON``, ``#``
 comments, and ``# --- Title ---`` comment lines that we show as section headings.
 """
@@ -12,6 +14,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from sextant.store.models import OperatorExclusion
+
+#: Removals listed at most; a page of ten thousand prefixes helps nobody.
+MAX_REMOVALS = 500
+REMOVALS_TITLE = "Removed by this installation's operator"
 
 _SECTION = re.compile(r"#\s*-{2,}\s*(.*?)\s*-*\s*$")
 
@@ -56,3 +67,20 @@ def builtin_rules(package: str = "crawler", name: str = "traps.txt") -> tuple[Ex
     except (ModuleNotFoundError, FileNotFoundError):
         return ()
     return parse_rules(text)
+
+
+def operator_removals(session: Session, *, limit: int = MAX_REMOVALS) -> tuple[ExcludeSection, ...]:
+    """The operator's removals as one section (none when there are none): URL prefixes."""
+    rows = session.execute(
+        select(OperatorExclusion.prefix, OperatorExclusion.reason)
+        .order_by(OperatorExclusion.prefix)
+        .limit(limit)
+    ).all()
+    if not rows:
+        return ()
+    title = REMOVALS_TITLE
+    if len(rows) == limit:
+        total = session.scalar(select(func.count()).select_from(OperatorExclusion)) or 0
+        if total > limit:
+            title += f" (the first {limit} of {total})"
+    return (ExcludeSection(title, tuple(ExcludeRule(row.prefix, row.reason) for row in rows)),)

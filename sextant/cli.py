@@ -31,6 +31,7 @@ EXIT_INTERRUPTED = 130
 LAZY_COMMANDS: dict[str, str] = {
     "crawl": "crawler.cli:crawl",
     "show": "crawler.cli:show",
+    "forget": "crawler.cli:forget",
     "index": "indexer.cli:index",
     "search": "indexer.cli:search",
     "serve": "search_capsule.cli:serve",

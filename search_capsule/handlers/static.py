@@ -1,11 +1,11 @@
-"""Handlers for pages that need neither the index nor the store."""
+"""Handlers for pages that need no index: documentation, robots.txt, known excludes."""
 
 from __future__ import annotations
 
 from functools import cache
 
 from gemserve.server import Response
-from search_capsule.excludes import ExcludeSection, builtin_rules
+from search_capsule.excludes import ExcludeSection, builtin_rules, operator_removals
 from search_capsule.pages import static as pages
 from search_capsule.services import Call, Services
 
@@ -24,4 +24,5 @@ def _rules() -> tuple[ExcludeSection, ...]:
 
 
 async def known_excludes(services: Services, call: Call) -> Response:
-    return Response.gemtext(pages.known_excludes(_rules()), lang="en")
+    removed = await services.store.cached(operator_removals)
+    return Response.gemtext(pages.known_excludes((*_rules(), *removed)), lang="en")

@@ -44,6 +44,11 @@ def known_excludes(sections: tuple[ExcludeSection, ...]) -> str:
             "regular expressions searched in the URL."
         ),
         text(
+            "The operator of this search engine may also remove a capsule or a part of one, "
+            "usually because its author asked: those URL prefixes are listed last, with the "
+            "reason, and are never crawled again."
+        ),
+        text(
             "Beyond these rules, the crawler caps how many pages and how deep it goes in one "
             "capsule, and how many query-string variants of one path it follows."
         ),

@@ -13,6 +13,8 @@ migrations agree. Every timestamp is naive UTC (SQLite keeps no zone).
 * ``certificate_events`` — first sightings and changes of certificates.
 * ``user_robots`` — pubnix users' own robots.txt files (``/~user/robots.txt``).
 * ``seed_requests`` — the inbox for seeds from the CLI and the search capsule.
+* ``operator_exclusions`` — URL prefixes the operator removed (``sextant forget``).
+* ``exclusion_sweeps`` — the exclusion rules the stored pages were last checked against.
 * ``runs`` — when crawls and index builds ran, with their figures.
 """
 
@@ -274,3 +276,32 @@ class Run(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     stats: Mapped[str | None] = mapped_column(Text)  # JSON figures of the run
+
+
+class OperatorExclusion(Base):
+    """A URL prefix the operator removed (``sextant forget``), usually at its author's request.
+
+    The crawler loads these as exclusion rules, so the pages are never fetched again, and
+    the search capsule publishes them with their reasons on ``/known-excludes``.
+    """
+
+    __tablename__ = "operator_exclusions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    prefix: Mapped[str] = mapped_column(Text, unique=True)  # canonical gemini:// URL prefix
+    reason: Mapped[str] = mapped_column(Text)
+    added_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ExclusionSweep(Base):
+    """An exclusion rule every stored page has been checked against.
+
+    A rule new to this table (an edited ``--exclude`` file, a new release's trap rules) makes
+    the next crawl check the stored pages once, so pages it covers leave the index; rules
+    already here cost nothing at later runs.
+    """
+
+    __tablename__ = "exclusion_sweeps"
+
+    pattern: Mapped[str] = mapped_column(Text, primary_key=True)
+    swept_at: Mapped[datetime] = mapped_column(DateTime)

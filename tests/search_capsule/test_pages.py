@@ -9,13 +9,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from search_capsule.excludes import builtin_rules
+from crawler.removals import forget
+from search_capsule.excludes import REMOVALS_TITLE, builtin_rules, operator_removals
 from search_capsule.pages.static import shipped_document
 from sextant.robots import RobotsPolicy
 from sextant.store.migrate import open_store
 from sextant.store.models import SeedRequest
 from tests.search_capsule import space
-from tests.search_capsule.conftest import NOTES
+from tests.search_capsule.conftest import NOTES, start_capsule
 
 GEMTEXT = "text/gemini; charset=utf-8"
 
@@ -301,6 +302,34 @@ async def test_known_excludes_publish_every_rule_with_its_reason(capsule):
         assert f"* {rule.pattern} — {rule.reason}" in reply.text
     for section in builtin_rules():
         assert f"## {section.title}" in reply.text
+
+
+async def test_known_excludes_publish_the_operators_removals_too(
+    nursery, empty_settings, tls_context
+):
+    engine = open_store(empty_settings.db_url)
+    forget(engine, "gone.example", "removal requested by the author")
+    forget(engine, "gemini://pubnix.example/~ann/", "private diary")
+    engine.dispose()
+    running = await start_capsule(nursery, empty_settings, tls_context)
+    reply = await running.client.get("/known-excludes")
+    assert reply.status == 20
+    assert f"## {REMOVALS_TITLE}" in reply.text
+    assert "* gemini://gone.example/ — removal requested by the author" in reply.text
+    assert "* gemini://pubnix.example/~ann/ — private diary" in reply.text
+    first_builtin = builtin_rules()[0].rules[0]
+    assert f"* {first_builtin.pattern} — {first_builtin.reason}" in reply.text
+
+
+def test_the_removals_listed_are_capped(empty_settings):
+    engine = open_store(empty_settings.db_url)
+    for n in range(5):
+        forget(engine, f"gone{n}.example", "asked")
+    with Session(engine) as session:
+        (section,) = operator_removals(session, limit=3)
+    engine.dispose()
+    assert len(section.rules) == 3
+    assert section.title.endswith("(the first 3 of 5)")
 
 
 async def test_add_seed_stores_a_request_for_the_crawler(capsule, full_settings):
