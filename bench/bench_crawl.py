@@ -5,8 +5,8 @@ loopback (every capsule on its own 127.2.x.y address, TLS with a fresh connectio
 as Gemini requires):
 
 1. ``sextant crawl`` (a real subprocess, delay 0, concurrency 32) over 200 capsules × 100
-   pages from one seed per capsule: pages/s, CPU seconds per page and peak RSS (from
-   ``wait4``, so they are the crawler's own);
+   pages from one seed per capsule: pages/s, CPU seconds per page and peak RSS (the
+   crawler's own: :mod:`bench.peak_rss` says why not ``wait4``'s);
 2. a bare loop that only does TLS request/response against the same server with the same
    concurrency, run just before and just after the crawl: the ceiling the server and TLS
    allow, and the ratio crawler/bare against their mean (target >= 0.5 on two cores);
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import os
 import random
 import resource
 import subprocess
@@ -38,6 +37,7 @@ from typing import Any
 import trio
 from sqlalchemy import func, insert, select
 
+from bench.peak_rss import run_measured
 from gemserve.server import Request, Response, ServerLimits, serve
 from sextant.store import Capsule, FrontierEntry, Page, utcnow
 from sextant.store.migrate import open_store
@@ -176,15 +176,12 @@ class ChildRun:
 
 
 def run_child(command: list[str]) -> ChildRun:
-    started = time.perf_counter()
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
+    measured = run_measured(command, cwd=ROOT, stdout=subprocess.DEVNULL)
     return ChildRun(
-        seconds=time.perf_counter() - started,
-        cpu=usage.ru_utime + usage.ru_stime,
-        peak_rss_mb=usage.ru_maxrss / 1024,  # kilobytes on Linux
-        returncode=process.returncode,
+        seconds=measured.seconds,
+        cpu=measured.cpu_seconds,
+        peak_rss_mb=measured.peak_rss_mb,
+        returncode=measured.returncode,
     )
 
 

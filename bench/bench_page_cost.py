@@ -7,22 +7,22 @@ Issue 18: a 5 MiB gemtext page of ~600,000 short distinct links once took the cr
 
 A capsule in its own process serves one page of the largest body the crawler takes
 (``FetchLimits.max_body_bytes``) made only of distinct relative links; ``sextant crawl
---max-pages 1`` fetches it in a fresh process, whose peak RSS is read from the kernel when
-it exits (``wait4``), so it is the crawler's alone. A crawl of a one-line page gives the
-baseline: what any crawl costs before the page does. ``--quick`` uses a 1 MiB page.
+--max-pages 1`` fetches it in a fresh process, whose peak RSS is the kernel's high-water
+mark of that process's own image (:mod:`bench.peak_rss`), so it is the crawler's alone. A
+crawl of a one-line page gives the baseline: what any crawl costs before the page does.
+``--quick`` uses a 1 MiB page.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.peak_rss import run_measured
 from crawler.fetch import FetchLimits
 from tests.gemini_server import ROOT, capsule_process
 
@@ -67,15 +67,12 @@ def crawl_one_page(gemtext: str, work: Path) -> PageCost:
         command = [*sextant, "crawl", "--quiet", "--seed", server.url("links.test", "/many/")]
         for pin in server.resolve_args:
             command += ["--resolve", pin]
-        started = time.perf_counter()
-        process = subprocess.Popen([*command, "--max-pages", "1", "--delay", "0"], cwd=ROOT)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - started
+        measured = run_measured([*command, "--max-pages", "1", "--delay", "0"], cwd=ROOT)
     return PageCost(
-        seconds=seconds,
-        peak_rss_mb=usage.ru_maxrss / 1024,  # kilobytes on Linux
+        seconds=measured.seconds,
+        peak_rss_mb=measured.peak_rss_mb,
         store_growth_bytes=store_bytes(data) - before,
-        returncode=os.waitstatus_to_exitcode(status),
+        returncode=measured.returncode,
     )
 
 

@@ -625,7 +625,8 @@ def test_a_page_of_nothing_but_links_costs_bounded_memory_and_store(tmp_path):
     """The largest body the crawler takes, made only of short distinct links (664,000 of
     them). Before the link cap the crawler's RSS reached 1.77 GB on it and the store grew by
     351 MB (measured); the README promises under 300 MB of RAM. The crawl runs as its own
-    process, so its peak RSS is read from the kernel (``wait4``) and is the crawler's alone.
+    process, whose own peak RSS the kernel keeps (``bench.peak_rss``: not ``wait4``'s, which
+    starts from this test runner's RSS).
     """
     max_body = FetchLimits().max_body_bytes
     page, number = links_page(max_body)
