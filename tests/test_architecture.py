@@ -7,6 +7,7 @@ becomes a cycle somebody has to untangle.
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,23 @@ def test_nothing_reads_outside_the_checkout() -> None:
         if ".venv" in path.parts:
             continue
         assert "../" + "shared" not in path.read_text(encoding="utf-8"), path
+
+
+def test_no_file_cites_material_a_checkout_does_not_have() -> None:
+    """The leads' notes beside the project are not in a user's checkout: citing them sends
+    readers nowhere (pyproject.toml once cited one)."""
+    absent = [name + ".md" for name in ("PERFORMANCE", "STYLE", "GEMINI")]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    for name in tracked:
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".toml", ".gmi", ".txt", ".cfg", ".ini"}:
+            continue
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        cited = [file for file in absent if file in text and not (ROOT / file).exists()]
+        assert not cited, f"{name} cites {cited}, which are not in the repository"
