@@ -6,21 +6,20 @@ for it, and links to it count for the page it leads to, in link analysis, anchor
 backlinks. A ``30`` is temporary: the old URL stays the one to ask, and nothing is moved.
 
 The store already says all of it: the old page keeps ``state = 'redirect'``, ``status = 31``
-and ``redirect_target``. Redirect pages are a small part of a store and ``status`` is
-indexed, so both directions are asked in a few statements, never per link: the whole map
-once per index run (:func:`permanent_redirects`), the pages redirected to one URL per
-backlinks page (:func:`redirected_to`). Chains are followed for at most
-:data:`MAX_HOPS` hops (the crawler follows no more either); a loop leads nowhere.
+and ``redirect_target``. Redirect pages are a small part of a store, and ``status`` and
+``redirect_target`` are indexed (migration 0005), so both directions are asked in a few
+statements, never per link: the whole map once per index run (:func:`permanent_redirects`),
+the pages redirected to one URL per backlinks page (:func:`redirected_to`). Chains are
+followed for at most :data:`MAX_HOPS` hops (the crawler follows no more either); a loop
+leads nowhere.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import Connection, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from sextant.protocol import Status
 from sextant.store.models import Page
@@ -32,7 +31,6 @@ MAX_HOPS = 5  # Gemini spec §3.2.3: clients should follow no more than 5 redire
 #: At most this many pages are credited to one URL by :func:`redirected_to`: a capsule
 #: redirecting a million URLs to one page must not make its backlinks page a huge query.
 MAX_REDIRECTED = 1000
-_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +46,21 @@ class PermanentRedirects:
 
 
 def permanent_redirects(connection: Connection) -> PermanentRedirects:
-    """Every permanently moved page whose chain ends at a page the store knows."""
+    """Every permanently moved page whose chain ends at a page the store knows (one
+    statement: each redirect row with its target's id, found on the unique URL index)."""
+    target = aliased(Page)
     rows = connection.execute(
-        select(Page.id, Page.url, Page.redirect_target).where(
-            PERMANENTLY_MOVED, Page.redirect_target.is_not(None)
-        )
+        select(Page.id, Page.url, Page.redirect_target, target.id.label("target_id"))
+        .join(target, target.url == Page.redirect_target)
+        .where(PERMANENTLY_MOVED)
     ).all()
     hop = {row.url: row.redirect_target for row in rows}
-    final_url: dict[int, str] = {}
+    id_of = {row.redirect_target: row.target_id for row in rows}
+    target_of: dict[int, int] = {}
     for row in rows:
         end = _chain_end(row.url, hop)
         if end is not None:
-            final_url[row.id] = end
-    ids = dict(_page_ids(connection, sorted(set(final_url.values()))))
-    target_of = {old: ids[url] for old, url in final_url.items() if url in ids}
+            target_of[row.id] = id_of[end]
     sources: dict[int, list[int]] = {}
     for old, new in sorted(target_of.items()):
         sources.setdefault(new, []).append(old)
@@ -69,25 +68,32 @@ def permanent_redirects(connection: Connection) -> PermanentRedirects:
 
 
 def redirected_to(session: Session, url: str) -> list[str]:
-    """URLs of the pages that permanently redirect to ``url``, directly or through a chain
-    (one statement per hop, at most :data:`MAX_REDIRECTED` of them)."""
+    """URLs of the pages that permanently redirect to ``url``, directly or through a chain:
+    one statement per hop on the ``redirect_target`` index, each reading at most
+    :data:`MAX_REDIRECTED` rows (the few temporary redirects among them are left out here:
+    asking for state and status in SQL made SQLite prefer the status index, every 31 of the
+    store)."""
     found: list[str] = []
     seen = {url}
     wanted = [url]
     for _ in range(MAX_HOPS):
-        if not wanted:
+        if not wanted or len(found) >= MAX_REDIRECTED:
             break
         query = (
-            select(Page.url)
-            .where(PERMANENTLY_MOVED, Page.redirect_target.in_(wanted))
+            select(Page.url, Page.state, Page.status)
+            .where(Page.redirect_target.in_(wanted))
             .order_by(Page.id)
-            .limit(MAX_REDIRECTED - len(found) + 1)
+            .limit(MAX_REDIRECTED)
         )
-        wanted = [moved for moved in session.scalars(query) if moved not in seen]
+        wanted = [
+            row.url
+            for row in session.execute(query)
+            if row.state == "redirect"
+            and row.status == Status.REDIRECT_PERMANENT
+            and row.url not in seen
+        ]
         seen.update(wanted)
         found += wanted[: MAX_REDIRECTED - len(found)]
-        if len(found) >= MAX_REDIRECTED:
-            break
     return found
 
 
@@ -105,9 +111,3 @@ def _chain_end(start: str, hop: dict[str, str]) -> str | None:
         seen.add(current)
         current = following
     return None
-
-
-def _page_ids(connection: Connection, urls: Sequence[str]) -> Iterator[Any]:
-    for start in range(0, len(urls), _CHUNK):
-        chunk: Collection[str] = urls[start : start + _CHUNK]
-        yield from connection.execute(select(Page.url, Page.id).where(Page.url.in_(chunk)))
