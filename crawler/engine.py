@@ -674,12 +674,15 @@ class Crawl:
             parked_until=parked,
         )
 
-    def _retry_at(self, item: FrontierItem) -> datetime | None:
+    def _retry_at(self, item: FrontierItem, seconds: float | None = None) -> datetime | None:
+        """When a page that failed (again) is asked next: after ``seconds``, or rule 4's
+        back-off; ``None`` once it has had its attempts (it waits for its recrawl)."""
         attempts = item.attempts + 1
         if attempts >= self.rules.max_attempts:
             return None
         self.stats.retries += 1
-        return utcnow() + timedelta(seconds=self.rules.retry_delay(attempts))
+        delay = self.rules.retry_delay(attempts) if seconds is None else seconds
+        return utcnow() + timedelta(seconds=delay)
 
     def _park_if_needed(self, slot: HostSlot) -> datetime | None:
         duration = self.rules.park_duration(slot.failures)
@@ -710,7 +713,8 @@ class Crawl:
             parked = self._park_if_needed(slot)
         elif header is not None:
             slot.failures = 0
-        slot.slow_downs = 0 if header is not None else slot.slow_downs
+        if header is not None:
+            slot.slow_down_pages.clear()
         pause = self.rules.failure_pause(slot.delay, slot.failures) if connection_failed else None
         self.scheduler.release(slot, requested=True, pause=pause)
 
@@ -741,37 +745,56 @@ class Crawl:
         result: FetchResult,
         started: datetime,
     ) -> None:
-        """44: wait what the capsule asks (capped), slower for the rest of the run; the third
-        in a row, or a wait too long to hold in memory, sends the capsule's rows back.
+        """44, rule 3 of the politeness rule: the capsule waits what it asks (capped, never
+        less than its delay) and then goes on with its other pages; the page waits its own
+        back-off, longer at each 44 in a row. Only several different pages answering 44
+        in a row send the whole capsule's rows back for a long while; a wait too long to
+        hold in memory sends them back for that wait.
 
         Either way the page records the 44 and when it will be asked again, so `sextant
         show` can explain a page that has no content yet."""
         rules = self.rules
-        wait = slow_down_seconds(meta, cap=rules.slow_down_cap)
+        asked = slow_down_seconds(meta, cap=rules.slow_down_cap)
+        wait = max(asked, slot.delay)
         self.stats.slow_downs += 1
-        slot.slow_downs += 1
         slot.failures = 0
-        slot.slow_down_floor = max(slot.slow_down_floor, wait)
-        if slot.slow_downs >= rules.slow_downs_before_deferral or wait > rules.max_hold:
-            later = wait if wait > rules.max_hold else max(wait, rules.slow_down_deferral)
-            until = utcnow() + timedelta(seconds=later)
+        slot.slow_down_pages.add(item.page_id)
+        self.scheduler.release(slot, requested=True, pause=wait)
+        backoff = rules.slow_down_backoff(wait, item.attempts + 1)
+        retry_at = self._retry_at(item, backoff)
+        deferral = None
+        if len(slot.slow_down_pages) >= rules.slow_downs_before_deferral:
+            deferral = max(wait, rules.slow_down_deferral)
+            slot.slow_down_pages.clear()
+        elif wait > rules.max_hold:
+            deferral = wait
+        if deferral is not None:
+            until = utcnow() + timedelta(seconds=deferral)
             slot.deferred_until = until
             dropped = self.scheduler.drop(slot.key)
-            self.scheduler.release(slot, requested=True, pause=wait)
             self.stats.deferred += 1 + len(dropped)
             await self._record(
-                _fetch_record(item, result, started, retry_at=until, capsule_failures=slot.failures)
+                _fetch_record(
+                    item,
+                    result,
+                    started,
+                    retry_at=max(until, retry_at) if retry_at is not None else None,
+                    capsule_failures=slot.failures,
+                )
             )
-            # The 44's own row is retried (an attempt counted) by the record above.
             await self._record(
                 Deferred(tuple(other.id for other in dropped), until, capsule_id=slot.key)
             )
             return
-        self.scheduler.release(slot, requested=True, pause=wait, requeue=item)
-        retry_at = utcnow() + timedelta(seconds=wait)
+        held = retry_at is not None and backoff <= rules.max_hold
+        if held:
+            # The row stays leased and learns its attempt and due time (the writer counts
+            # the attempt on the row too, so a restart goes on with the same back-off).
+            again = dataclasses.replace(item, attempts=item.attempts + 1)
+            self.scheduler.add_later(slot, again, backoff)
         await self._record(
             _fetch_record(
-                item, result, started, retry_at=retry_at, held=True, capsule_failures=slot.failures
+                item, result, started, retry_at=retry_at, held=held, capsule_failures=slot.failures
             )
         )
 
@@ -817,8 +840,8 @@ class Crawl:
             await self._hold_or_defer(slot)
             return
         if outcome.slow_down is not None and outcome.slow_down <= self.rules.max_hold:
-            slot.slow_down_floor = max(slot.slow_down_floor, outcome.slow_down)
-            self.scheduler.release(slot, requested=True, pause=outcome.slow_down, requeue=item)
+            pause = max(outcome.slow_down, slot.delay)
+            self.scheduler.release(slot, requested=True, pause=pause, requeue=item)
             return
         # robots.txt exists or may, and cannot be read now: the capsule waits (§ companion
         # spec; crawling on a guess could fetch exactly what the author forbids).

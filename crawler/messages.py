@@ -41,7 +41,8 @@ class FetchRecord:
     # What happens to the frontier row: None = done (deleted), else due again then.
     retry_at: datetime | None = None
     # The engine keeps the row leased and asks again itself at ``retry_at`` (a 44 it waits
-    # out in this run): the row only learns its new due time, for show and for a restart.
+    # out in this run): the row only learns its new due time and attempt, for show and for
+    # a restart.
     held: bool = False
     # The capsule after this request (decided by the engine's politeness rules).
     capsule_failures: int = 0

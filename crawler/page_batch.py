@@ -36,6 +36,7 @@ from crawler.frontier import (
 )
 from crawler.messages import MAX_REDIRECTS, FetchRecord
 from sextant.errors import InvalidURL
+from sextant.protocol import Status
 from sextant.store import Link
 from sextant.urls import GeminiURL, parse, resolve, scheme_of, scope_of
 
@@ -501,8 +502,15 @@ class PageBatch:
                     if page.next_crawl_at is not None and page.fetched_at is not None
                     else None
                 )
-                interval = MAX_RECRAWL if state == "gone" else recrawl_interval(previous, changed)
-                values["next_crawl_at"] = self.now + interval
+                if state == "redirect" and values["status"] == Status.REDIRECT_PERMANENT:
+                    # Moved for good: never asked again, its target carries the recrawl
+                    # (sextant.store.redirects).
+                    values["next_crawl_at"] = None
+                else:
+                    interval = (
+                        MAX_RECRAWL if state == "gone" else recrawl_interval(previous, changed)
+                    )
+                    values["next_crawl_at"] = self.now + interval
             if any(key in values and values[key] != getattr(page, key) for key in _VISIBLE):
                 values["updated_at"] = self.now
             groups.setdefault(tuple(sorted(values)), []).append({"pid": page.id, **values})

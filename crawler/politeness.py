@@ -8,12 +8,15 @@ makes the operator's day worse. The whole rule, with its default numbers
    Many capsules share one address (subdomain hosting, pubnixes with thousands of ``~user``
    capsules), so the address limit is what protects the machine.
 2. Between the end of one request and the start of the next, a capsule waits its delay:
-   ``max(--delay (1 s), robots.txt Crawl-delay capped at 300 s, any 44 floor)``; an address
-   waits ``--delay``.
-3. ``44 SLOW DOWN``: that capsule gets no request for the seconds its meta asks (read by
-   :func:`sextant.protocol.slow_down_seconds`, capped at 600 s), and its delay stays at least
-   that long for the rest of the run. The third 44 in a row defers the capsule's remaining
-   pages by 1 h.
+   ``max(--delay (1 s), robots.txt Crawl-delay capped at 300 s)``; an address waits
+   ``--delay``.
+3. ``44 SLOW DOWN``: obeyed exactly, no more. The capsule gets no request for the seconds
+   its meta asks (read by :func:`sextant.protocol.slow_down_seconds`, capped at 600 s; never
+   less than its delay), then goes on with its other pages at its usual delay. The page
+   that answered 44 waits on its own: ``asked × 2^(44s in a row - 1)`` (at most 1 day), 5
+   attempts like any temporary failure, then left for the recrawl. Only **3 different
+   pages** of a capsule answering 44 with no other answer between them defer the capsule's
+   remaining pages, by ``max(asked, 1 h)``.
 4. Temporary failures back off exponentially. A page answering 4x is retried after
    5 min × 2^(attempt-1) (at most 1 day apart, 5 attempts, then left for the recrawl). A
    capsule that fails at the connection level (refused, TLS, timeout) waits
@@ -25,7 +28,8 @@ makes the operator's day worse. The whole rule, with its default numbers
    if this one ends first.
 
 The :class:`Scheduler` enforces 1, 2 and the in-memory part of 3-4 over the bounded window
-of leased frontier rows; the engine applies 3-6 with the helpers on :class:`PolitenessRules`.
+of leased frontier rows (a page waiting out its own 44 back-off stays in the window without
+holding up its capsule); the engine applies 3-6 with the helpers on :class:`PolitenessRules`.
 """
 
 from __future__ import annotations
@@ -60,11 +64,15 @@ class PolitenessRules:
     park_base: float = 3600.0
     park_max: float = 7 * 86_400.0
 
-    def capsule_delay(
-        self, base_delay: float, crawl_delay: float | None, slow_down_floor: float = 0.0
-    ) -> float:
+    def capsule_delay(self, base_delay: float, crawl_delay: float | None) -> float:
         robots = min(crawl_delay, self.max_crawl_delay) if crawl_delay else 0.0
-        return max(base_delay, robots, slow_down_floor)
+        return max(base_delay, robots)
+
+    def slow_down_backoff(self, asked: float, attempts: int) -> float:
+        """Wait before asking again for a page whose ``attempts``-th try in a row answered
+        44 asking ``asked`` seconds (rule 3): the page, not its capsule, slows down further
+        each time, so an endpoint that always says 44 costs its capsule nothing more."""
+        return min(asked * 2.0 ** min(max(attempts - 1, 0), 30), self.retry_cap)
 
     def retry_delay(self, attempts: int) -> float:
         """Wait before the next try of a page that failed ``attempts`` times (rule 4)."""
@@ -116,8 +124,7 @@ class HostSlot:
         "port",
         "requests",
         "rules",
-        "slow_down_floor",
-        "slow_downs",
+        "slow_down_pages",
     )
 
     def __init__(
@@ -129,12 +136,13 @@ class HostSlot:
         self.rules = rules
         self.base_delay = base_delay
         self.crawl_delay: float | None = None
-        self.slow_down_floor = 0.0
         self.address: str | None = None
         self.busy = False
         self.next_allowed = -math.inf  # trio clock
         self.failures = 0
-        self.slow_downs = 0
+        # Pages that answered 44 since the capsule last answered anything else (rule 3):
+        # never more than ``slow_downs_before_deferral``, which defers the capsule.
+        self.slow_down_pages: set[int] = set()
         self.requests = 0
         # A wall-clock time before which the capsule's rows belong in the database, not here.
         self.deferred_until: datetime | None = None
@@ -143,7 +151,7 @@ class HostSlot:
 
     @property
     def delay(self) -> float:
-        return self.rules.capsule_delay(self.base_delay, self.crawl_delay, self.slow_down_floor)
+        return self.rules.capsule_delay(self.base_delay, self.crawl_delay)
 
     def statistics(self, queued: int = 0) -> HostSlotStatistics:
         return HostSlotStatistics(
@@ -156,7 +164,7 @@ class HostSlot:
             requests=self.requests,
             queued=queued,
             consecutive_failures=self.failures,
-            slow_downs=self.slow_downs,
+            slow_downs=len(self.slow_down_pages),
             ready_in=max(0.0, self.next_allowed - trio.current_time()),
         )
 
@@ -204,6 +212,10 @@ class Scheduler(Generic[Item]):
         self._addresses: dict[str, AddressSlot] = {}
         self._queues: dict[int, deque[Item]] = {}
         self._heap: list[tuple[float, int, int]] = []
+        # Items that may not be taken before a time of their own while their capsule serves
+        # its other items (a page waiting out its 44 back-off): (time, sequence, key, item).
+        self._later: list[tuple[float, int, int, Item]] = []
+        self._later_of: dict[int, int] = {}
         self._sequence = itertools.count()
         self._changed = trio.Event()
         self._closed = False
@@ -240,22 +252,39 @@ class Scheduler(Generic[Item]):
             self._schedule(slot)
         self._notify()
 
+    def add_later(self, slot: HostSlot, item: Item, seconds: float) -> None:
+        """Queue an item that may not be taken for ``seconds``, while its capsule goes on
+        with its other items (rule 3: a page that answered 44 waits its own back-off)."""
+        entry = (trio.current_time() + seconds, next(self._sequence), slot.key, item)
+        heapq.heappush(self._later, entry)
+        self._later_of[slot.key] = self._later_of.get(slot.key, 0) + 1
+        self._queued += 1
+        self._notify()
+
     def drop(self, key: int) -> list[Item]:
         """Take every queued item of a capsule out of the window (to defer it elsewhere)."""
         queue = self._queues.pop(key, None)
-        if not queue:
+        items = list(queue) if queue else []
+        if self._later_of.pop(key, 0):
+            items += [entry[3] for entry in self._later if entry[2] == key]
+            self._later = [entry for entry in self._later if entry[2] != key]
+            heapq.heapify(self._later)
+        if not items:
             return []
-        self._queued -= len(queue)
+        self._queued -= len(items)
         slot = self._slots.get(key)
         if slot is not None:
             slot._token = None
-        return list(queue)
+        return items
 
     def drain(self) -> list[Item]:
         """Everything still queued, removed: what a stopping crawl gives back to the frontier."""
         items = [item for queue in self._queues.values() for item in queue]
+        items += [entry[3] for entry in self._later]
         self._queues.clear()
         self._heap.clear()
+        self._later.clear()
+        self._later_of.clear()
         self._queued = 0
         for slot in self._slots.values():
             slot._token = None
@@ -263,7 +292,7 @@ class Scheduler(Generic[Item]):
 
     def queued_for(self, key: int) -> int:
         queue = self._queues.get(key)
-        return len(queue) if queue else 0
+        return (len(queue) if queue else 0) + self._later_of.get(key, 0)
 
     @property
     def queued(self) -> int:
@@ -311,6 +340,7 @@ class Scheduler(Generic[Item]):
             for key, slot in self._slots.items()
             if not slot.busy
             and key not in self._queues
+            and key not in self._later_of
             and slot.next_allowed <= now
             and (slot.deferred_until is None or slot.deferred_until <= wall_now)
             and slot.failures == 0
@@ -333,7 +363,10 @@ class Scheduler(Generic[Item]):
             taken = self._pop_ready()
             if taken is not None:
                 return taken
-            deadline = self._heap[0][0] if self._heap else math.inf
+            deadline = min(
+                self._heap[0][0] if self._heap else math.inf,
+                self._later[0][0] if self._later else math.inf,
+            )
             event = self._changed
             with trio.move_on_at(deadline):
                 await event.wait()
@@ -433,8 +466,25 @@ class Scheduler(Generic[Item]):
         slot._token = token
         heapq.heappush(self._heap, (start, token, slot.key))
 
+    def _promote(self, now: float) -> None:
+        """Items whose own wait is over join the back of their capsule's queue: the
+        capsule's other pages do not wait behind one that keeps answering 44."""
+        later = self._later
+        while later and later[0][0] <= now:
+            _, _, key, item = heapq.heappop(later)
+            left = self._later_of[key] - 1
+            if left:
+                self._later_of[key] = left
+            else:
+                del self._later_of[key]
+            self._queues.setdefault(key, deque()).append(item)
+            slot = self._slots.get(key)
+            if slot is not None and not slot.busy and slot._token is None:
+                self._schedule(slot)
+
     def _pop_ready(self) -> tuple[HostSlot, Item] | None:
         now = trio.current_time()
+        self._promote(now)
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, token, key = heapq.heappop(heap)

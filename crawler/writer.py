@@ -71,12 +71,13 @@ _RETRY_ROWS = (
         leased_until=None,
     )
 )
-# A row the engine still holds (a 44 waited out in this run): only its due time changes,
-# so a restart, or `sextant show`, knows when the capsule may be asked again.
+# A row the engine still holds (a 44 waited out in this run): it keeps its lease and learns
+# its due time and attempt, so a restart, or `sextant show`, knows when it may be asked
+# again and the page's own 44 back-off goes on from there.
 _POSTPONE_ROWS = (
     update(FRONTIER)
     .where(FRONTIER.c.id == bindparam("fid"), FRONTIER.c.lease_owner == bindparam("owner"))
-    .values(due_at=bindparam("due"))
+    .values(due_at=bindparam("due"), attempts=FRONTIER.c.attempts + 1)
 )
 _PIN_OF = select(CAPSULES.c.tls_fingerprint, CAPSULES.c.tls_not_after).where(
     CAPSULES.c.id == bindparam("cid")

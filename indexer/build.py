@@ -57,6 +57,7 @@ from indexer.writer import TunedSegmentWriter
 from sextant.store import Run, make_engine, session_factory, utcnow
 from sextant.store.migrate import open_store
 from sextant.store.models import Page
+from sextant.store.redirects import PermanentRedirects, permanent_redirects
 
 #: Below this many pages a full build runs in-process: starting workers costs more than it saves.
 PARALLEL_MIN_PAGES = 2000
@@ -153,10 +154,11 @@ def _full_build(index_dir: Path, engine: Engine, db_url: str, options: _Options)
                 select(func.count()).select_from(Page).where(Page.state.in_(INDEXED_STATES))
             )
             hubs = frozenset(int(page_id) for page_id in hub_pages(connection))
+            moved = permanent_redirects(connection)
         total = int(total or 0)
         workers = _worker_count(options.procs, total)
         limitmb = options.limitmb or pool_limit_mb(workers)
-        job = _Job(str(generation), db_url, workers, limitmb, hubs)
+        job = _Job(str(generation), db_url, workers, limitmb, hubs, moved)
         rank_clock = 0.0
         if job.workers == 1:
             segment, vocabulary, count = _index_share(job, true(), progress, total)
@@ -222,6 +224,7 @@ class _Job:
     workers: int
     limitmb: int
     hubs: frozenset[int]
+    moved: PermanentRedirects
 
 
 def _share_worker(job: _Job, share: int) -> tuple[Any, Counter[str], int]:
@@ -280,7 +283,7 @@ def _index_share(
     try:
         with engine.connect() as connection:
             for rows in iter_pages(connection, where, batch_size=BATCH_SIZE):
-                for document in documents_for(connection, rows, job.hubs):
+                for document in documents_for(connection, rows, job.hubs, job.moved):
                     writer.add_document(**document)
                     vocabulary.add(document[SPELLING_KEY])
                     count += 1
@@ -343,7 +346,15 @@ def _incremental(
             connection.scalars(select(Page.id).where(Page.state.in_(INDEXED_STATES)))
         )
         hubs = frozenset(int(page_id) for page_id in hub_pages(connection))
-    to_index = sorted(row.id for row in changed if row.state in INDEXED_STATES)
+        moved = permanent_redirects(connection)
+    # A page that moved here for good, or a link to one, changes this page's anchor text.
+    to_index = sorted(
+        {row.id for row in changed if row.state in INDEXED_STATES}
+        | (
+            {moved.target_of[row.id] for row in changed if row.id in moved.target_of}
+            & indexable_ids
+        )
+    )
     with ix.searcher() as searcher:
         documents_before = searcher.doc_count()
         # Deleted: changed pages that left the indexable states, and any indexed page the store
@@ -373,7 +384,7 @@ def _incremental(
                 chunk = to_index[start : start + BATCH_SIZE]
                 where = Page.id.in_(chunk)
                 for rows in iter_pages(connection, where, batch_size=BATCH_SIZE):
-                    for document in documents_for(connection, rows, hubs):
+                    for document in documents_for(connection, rows, hubs, moved):
                         writer.update_document(**document)
                         vocabulary.add(document[SPELLING_KEY])
                         count += 1

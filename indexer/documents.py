@@ -11,7 +11,8 @@ Gemtext bodies are re-parsed (:func:`sextant.gemtext.parse`): the body field get
 own, and preformatted blocks contribute only their alt text, because ASCII art and code
 would drown the prose.
 
-Anchor text is the labels of links pointing at the page from other pages. Each distinct label
+Anchor text is the labels of links pointing at the page from other pages, links to a page that
+moved here for good (``31``, :mod:`sextant.store.redirects`) included. Each distinct label
 counts once per linking capsule (scope), so a capsule repeating one label on a thousand pages
 weighs what one page does: the simplest link-farm defence, and it keeps the field short.
 """
@@ -42,6 +43,7 @@ from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
 from sextant.errors import InvalidURL
 from sextant.store.models import Link, Page
+from sextant.store.redirects import PermanentRedirects
 from sextant.urls import parse as parse_url
 
 #: Not a field: the document's distinct words as written, for the spelling vocabulary
@@ -56,6 +58,7 @@ INDEXED_STATES = ("ok", "input")
 MAX_ANCHORS = 200
 ANCHOR_MAX_CHARS = 200
 TITLE_MAX_CHARS = 200
+_NONE_MOVED = PermanentRedirects()
 
 PAGE_COLUMNS = (
     Page.id,
@@ -110,9 +113,13 @@ def iter_pages(
 
 
 def inbound_for(
-    connection: Connection, page_ids: Sequence[int], hubs: AbstractSet[int] = frozenset()
+    connection: Connection,
+    page_ids: Sequence[int],
+    hubs: AbstractSet[int] = frozenset(),
+    moved: PermanentRedirects = _NONE_MOVED,
 ) -> dict[int, Inbound]:
-    """Labels and linking pages for each of ``page_ids`` (self-links excluded).
+    """Labels and linking pages for each of ``page_ids`` (self-links excluded), counting
+    links to the pages ``moved`` says permanently redirect to them.
 
     Links from ``hubs`` (directories, search result pages: see :mod:`indexer.rank`) count as
     inbound links but lend no anchor text: a search engine's result page repeats whatever
@@ -121,13 +128,17 @@ def inbound_for(
     found: dict[int, Inbound] = {}
     if not page_ids:
         return found
+    wanted = [*page_ids, *(old for new in page_ids for old in moved.sources_of.get(new, ()))]
     query = (
         select(Link.target_id, Link.source_id, Link.label, Page.scope)
         .join(Page, Page.id == Link.source_id)
-        .where(Link.target_id.in_(page_ids), Link.source_id != Link.target_id)
+        .where(Link.target_id.in_(wanted), Link.source_id != Link.target_id)
         .order_by(Link.target_id, Link.id)
     )
-    for target_id, source_id, label, scope in connection.execute(query):
+    for linked_id, source_id, label, scope in connection.execute(query):
+        target_id = moved.resolve(linked_id)
+        if source_id == target_id:
+            continue  # the page links to its own old address
         inbound = found.get(target_id)
         if inbound is None:
             inbound = found[target_id] = Inbound()
@@ -136,10 +147,13 @@ def inbound_for(
 
 
 def documents_for(
-    connection: Connection, rows: Sequence[Row[Any]], hubs: AbstractSet[int] = frozenset()
+    connection: Connection,
+    rows: Sequence[Row[Any]],
+    hubs: AbstractSet[int] = frozenset(),
+    moved: PermanentRedirects = _NONE_MOVED,
 ) -> Iterator[dict[str, Any]]:
     """Documents for a batch of page rows, with their inbound links looked up in one query."""
-    inbound = inbound_for(connection, [row.id for row in rows], hubs)
+    inbound = inbound_for(connection, [row.id for row in rows], hubs, moved)
     for row in rows:
         document = make_document(row, inbound.get(row.id))
         if document is not None:

@@ -3,7 +3,8 @@
 The graph
 ---------
 Nodes are the indexed pages (states ``ok`` and ``input``). A link to a page that redirects is
-credited to the redirect's target. Duplicate links between two pages count once, self-links
+credited to the redirect's target, through a whole chain of permanent (``31``) redirects
+(:mod:`sextant.store.redirects`). Duplicate links between two pages count once, self-links
 not at all. Then three rules resist link farming:
 
 * **Once per linking capsule.** A page's inbound links are grouped by the capsule (scope: the
@@ -55,6 +56,7 @@ from sqlalchemy.orm import aliased
 
 from sextant.pagerank import pagerank
 from sextant.store.models import Link, Page
+from sextant.store.redirects import permanent_redirects
 
 INDEXED_STATES = ("ok", "input")
 
@@ -102,13 +104,15 @@ def load_graph(
     )
     page_ids = numpy.asarray([page_id for page_id, _ in indexed], dtype=numpy.int64)
     scopes = numpy.asarray([scope for _, scope in indexed], dtype=numpy.int64)
-    # A link to a redirect counts for the page the redirect leads to (one hop).
+    # A link to a redirect counts for the page the redirect leads to (one hop, or to the
+    # end of a chain of permanent ones).
     url_to_id = {row.url: row.id for row in pages if row.state in INDEXED_STATES}
     redirect_to = {
         row.id: url_to_id[row.redirect_target]
         for row in pages
         if row.state == "redirect" and row.redirect_target in url_to_id
     }
+    redirect_to.update(permanent_redirects(connection).target_of)
     linked = Link.target_id.is_not(None)
     sources = _column(connection, select(Link.source_id).where(linked).order_by(Link.id))
     targets = _column(connection, select(Link.target_id).where(linked).order_by(Link.id))

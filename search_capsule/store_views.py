@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from sextant.robots import DEFAULT_AGENTS, RobotsPolicy, Rule, parse_robots_response
 from sextant.store.models import Capsule, CertificateEvent, Link, Page, UserRobots
+from sextant.store.redirects import redirected_to
 from sextant.urls import DEFAULT_PORT
 
 LIST_LIMIT = 200
@@ -183,14 +184,16 @@ class Backlinks:
 
 
 def backlinks(session: Session, url: str, *, limit: int = BACKLINK_LIMIT) -> Backlinks:
-    """Pages linking to ``url`` (its canonical form), split by whether they cross capsules.
+    """Pages linking to ``url`` (its canonical form) or to an address it moved from for good
+    (``31``), split by whether they cross capsules.
 
     A page linking twice to the same URL is listed once, with its first label.
     """
     target = session.execute(select(Page.title).where(Page.url == url)).first()
+    addresses = [url, *redirected_to(session, url)]
     groups: dict[bool, tuple[tuple[Backlink, ...], int]] = {}
     for cross in (True, False):
-        condition = (Link.target_url == url) & (Link.cross_capsule.is_(cross))
+        condition = (Link.target_url.in_(addresses)) & (Link.cross_capsule.is_(cross))
         first_link = (
             select(Link.source_id, func.min(Link.id).label("link_id"))
             .where(condition)

@@ -128,7 +128,7 @@ class Page(Base):
     title: Mapped[str | None] = mapped_column(Text)
     truncated: Mapped[bool] = mapped_column(Boolean, default=False)  # cut at the size limit
     possibly_truncated: Mapped[bool] = mapped_column(Boolean, default=False)  # no close_notify
-    redirect_target: Mapped[str | None] = mapped_column(Text)
+    redirect_target: Mapped[str | None] = mapped_column(Text, index=True)
     duplicate_of_id: Mapped[int | None] = mapped_column(
         ForeignKey("pages.id", ondelete="SET NULL"), index=True
     )

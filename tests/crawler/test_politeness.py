@@ -163,7 +163,10 @@ def test_rules_numbers():
     assert rules.capsule_delay(1.0, None) == 1.0
     assert rules.capsule_delay(1.0, 10.0) == 10.0
     assert rules.capsule_delay(1.0, 10_000.0) == rules.max_crawl_delay
-    assert rules.capsule_delay(1.0, 2.0, slow_down_floor=30.0) == 30.0
+    # A 44 is obeyed once, as asked: the capsule's delay does not stay raised, the page
+    # that answered it backs off on its own (asked, then twice as long each time).
+    assert [rules.slow_down_backoff(5.0, n) for n in (1, 2, 3)] == [5.0, 10.0, 20.0]
+    assert rules.slow_down_backoff(600.0, 10**6) == rules.retry_cap
     assert [rules.retry_delay(n) for n in (1, 2, 3)] == [300.0, 600.0, 1200.0]
     assert rules.retry_delay(50) == rules.retry_cap
     assert rules.failure_pause(1.0, 0) == 1.0
@@ -192,3 +195,42 @@ async def test_prune_forgets_only_idle_capsules(autojump_clock):
     scheduler.prune()
     assert scheduler.get_slot(1) is None
     assert scheduler.get_slot(2) is None
+
+
+async def test_a_page_waiting_its_own_back_off_does_not_hold_up_its_capsule(autojump_clock):
+    scheduler = Scheduler(delay=1.0)
+    slot = scheduler.slot(1, "busy.test", 1965)
+    for name in ("cgi", "a", "b"):
+        scheduler.add(slot, Item(1, name))
+    taken, cgi = await scheduler.take()
+    start = trio.current_time()
+    # 44 2: the capsule waits 2 s, the page itself 4 s (its second 44 in a row).
+    scheduler.release(taken, pause=2.0)
+    scheduler.add_later(taken, cgi, 4.0)
+    assert scheduler.queued == scheduler.queued_for(1) == 3
+    log = await run_workers(scheduler, 2)
+    assert [(round(t - start, 6), name) for t, name in log] == [
+        (2.0, "a"),
+        (3.0, "b"),
+        (4.0, "cgi"),
+    ]
+
+
+async def test_a_page_waiting_its_back_off_is_dropped_and_drained_with_its_capsule(
+    autojump_clock,
+):
+    scheduler = Scheduler(delay=1.0)
+    slot = scheduler.slot(1, "busy.test", 1965)
+    scheduler.add(slot, Item(1, "a"))
+    scheduler.add_later(slot, Item(1, "cgi"), 30.0)
+    other = scheduler.slot(2, "other.test", 1965)
+    scheduler.add_later(other, Item(2, "later"), 5.0)
+    scheduler.prune()
+    assert scheduler.get_slot(2) is not None  # its waiting item keeps it
+    assert sorted(item.name for item in scheduler.drop(1)) == ["a", "cgi"]
+    assert scheduler.queued == 1
+    assert [item.name for item in scheduler.drain()] == ["later"]
+    assert scheduler.queued == 0
+    await trio.sleep(60.0)
+    scheduler.close()
+    assert await scheduler.take() is None
