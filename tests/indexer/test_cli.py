@@ -53,8 +53,10 @@ def test_search_json_output(data_dir: Path) -> None:
     code, output = run(data_dir, "search", "--json", "--limit", "1", "beans")
     assert code == 0, output
     data = json.loads(output)
-    assert set(data) == {"total", "page", "results", "suggestion", "seconds"}
+    assert set(data) == {"total", "exact", "partial", "page", "results", "suggestion", "seconds"}
     assert data["total"] == 2
+    assert data["exact"] is True
+    assert data["partial"] is False
     assert data["page"] == 1
     assert len(data["results"]) == 1
     first = data["results"][0]
