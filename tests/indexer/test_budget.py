@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -211,9 +210,7 @@ def test_cancel_from_another_thread_stops_a_running_search(costly: Searcher) -> 
     assert stopped < unbounded / 2, (stopped, unbounded)
 
 
-def test_a_budget_cancelled_before_the_search_does_no_work(
-    costly: Searcher, tmp_path: Path
-) -> None:
+def test_a_budget_cancelled_before_the_search_does_no_work(costly: Searcher) -> None:
     fresh = Searcher(costly._index_dir, costly._engine.url.render_as_string())
     try:
         budget = Budget()
