@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_index import COMMON, QUICK_PAGES, Corpus, generate, make_queries
+from bench.bench_index import COMMON, QUICK_PAGES, Corpus, _report, generate, make_queries
 
 FULL_PAGES = 100_000
 UNBOUNDED_CAP = 120.0
@@ -180,13 +180,6 @@ def _check_overhead(searcher: Any, queries: list[str]) -> tuple[float, float]:
     finally:
         Budget.check = check  # type: ignore[method-assign]
     return statistics.median(live), statistics.median(unchecked)
-
-
-def _report(figures: dict[str, float | str]) -> None:
-    width = max(len(key) for key in figures)
-    for key, value in figures.items():
-        shown = f"{value:,.2f}" if isinstance(value, float) else value
-        print(f"{key:<{width}}  {shown}")
 
 
 def main() -> None:

@@ -15,17 +15,15 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 
 import pytest
 
 from indexer.budget import STOPPED_EARLY, Budget, BudgetExhausted, SearchCancelled
-from indexer.build import run_index
 from indexer.query import Searcher, SearchResults
 from indexer.querylang import compile_query, parse
 from sextant.errors import QueryError
-from sextant.store.migrate import open_store
-from tests.indexer.spaces import P, Space
+from tests.indexer.conftest import indexed
+from tests.indexer.spaces import P
 
 PAGES = 1500
 WORDS_PER_PAGE = 400
@@ -73,17 +71,10 @@ def _body(rng: random.Random) -> str:
 
 @pytest.fixture(scope="module")
 def costly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
-    root = tmp_path_factory.mktemp("costly")
-    url = f"sqlite:///{root / 'store.db'}"
-    engine = open_store(url)
     rng = random.Random(18)
     pages = {f"gemini://c{i % 30}.example/{i}.gmi": P(_body(rng), lang="en") for i in range(PAGES)}
-    Space(engine).add(pages)
-    run_index(root / "index", url, watermark_slack=timedelta(0))
-    searcher = Searcher(root / "index", url)
-    yield searcher
-    searcher.close()
-    engine.dispose()
+    with indexed(tmp_path_factory.mktemp("costly"), pages) as searcher:
+        yield searcher
 
 
 def _timed(search: Callable[[], SearchResults]) -> tuple[float, SearchResults | None]:
