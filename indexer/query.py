@@ -271,8 +271,8 @@ class Searcher:
                 # The clock starts once this search has the index to itself: opening a new
                 # snapshot is the index's cost, waiting for the lock the other searches'.
                 budget.start()
-                budget.check()
                 try:
+                    budget.check()  # cancelled while waiting for the lock
                     if parsed.has_text:
                         ranked, total, exact = _rank_text(
                             snapshot,
