@@ -15,6 +15,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 
@@ -69,12 +70,22 @@ def _body(rng: random.Random) -> str:
     return "# " + " ".join(words[:3]) + "\n" + "\n".join(lines) + "\n"
 
 
+def _pages() -> dict[str, str]:
+    rng = random.Random(18)
+    return {f"gemini://c{i % 30}.example/{i}.gmi": _body(rng) for i in range(PAGES)}
+
+
 @pytest.fixture(scope="module")
 def costly(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
-    rng = random.Random(18)
-    pages = {f"gemini://c{i % 30}.example/{i}.gmi": P(_body(rng), lang="en") for i in range(PAGES)}
+    pages = {url: P(body, lang="en") for url, body in _pages().items()}
     with indexed(tmp_path_factory.mktemp("costly"), pages) as searcher:
         yield searcher
+
+
+def _holds(body: str, phrase: str) -> bool:
+    """Whether the page's words hold ``phrase`` side by side (its words are all of COMMON,
+    unchanged by stemming, so the text itself says)."""
+    return f" {phrase} " in " " + " ".join(body.lstrip("# ").split()) + " "
 
 
 def _timed(search: Callable[[], SearchResults]) -> tuple[float, SearchResults | None]:
@@ -146,6 +157,36 @@ def test_partial_or_keeps_parts_done_and_a_not_refuses_a_subset(costly: Searcher
         budget.start()
         with pytest.raises(BudgetExhausted):
             snapshot.vector.evaluate(not_query, budget=budget)
+
+
+@pytest.mark.parametrize(
+    ("query", "held", "excluded"),
+    [
+        ('"of the" "in is"', ["of the", "in is"], []),
+        ('("of the" OR "in a" OR "to be") -"the of"', [], ["the of"]),
+    ],
+)
+def test_wherever_the_budget_runs_out_the_hits_are_true_matches(
+    costly: Searcher, query: str, held: list[str], excluded: list[str]
+) -> None:
+    """Top-level phrases keep the batches verified; an OR the parts done; an exclusion is
+    never skipped. Cut the search at every few clock readings: each answer is a refusal or
+    pages that truly match."""
+    bodies = _pages()
+    readings = _CountingClock()
+    costly.search(query, page_size=40, budget=Budget(60, clock=readings))
+    outcomes = {"refused": 0, "partial": 0}
+    for cut in range(1, readings.count, max(readings.count // 40, 1)):
+        budget = Budget(60, clock=_clock_passing_after(cut))
+        _, results = _timed(partial(costly.search, query, page_size=40, budget=budget))
+        if results is None:
+            outcomes["refused"] += 1
+            continue
+        outcomes["partial"] += results.partial
+        for hit in results.hits:
+            assert all(_holds(bodies[hit.url], phrase) for phrase in held), (cut, hit.url)
+            assert not any(_holds(bodies[hit.url], phrase) for phrase in excluded), (cut, hit.url)
+    assert outcomes["partial"] > 0, outcomes
 
 
 def test_snippets_past_the_budget_are_the_page_opening(costly: Searcher) -> None:
