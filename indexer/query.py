@@ -153,7 +153,9 @@ class _Snapshot:
         self.link_scores = LinkScores.empty()
         self.ranks = numpy.ones(len(self.page_ids))
         self.refresh_ranks()
-        self._vocabulary: Vocabulary | None = None
+        # Read with the snapshot, not at the first misspelt query: reading it takes a search
+        # budget's time on a large index (0.07-0.17 s at 20,000 pages), in one piece.
+        self.vocabulary = Vocabulary.load(generation)
 
     def is_current(self, generation: Path) -> bool:
         if generation != self.generation:
@@ -171,11 +173,6 @@ class _Snapshot:
         self.rank_stamp = stamp
         self.link_scores = scores
         self.ranks = _ranks_for(scores, self.page_ids)
-
-    def vocabulary(self) -> Vocabulary:
-        if self._vocabulary is None:
-            self._vocabulary = Vocabulary.load(self.generation)
-        return self._vocabulary
 
     def close(self) -> None:
         self.searcher.close()
@@ -403,8 +400,7 @@ class Searcher:
     def _corrected(
         self, snapshot: _Snapshot, parsed: ParsedQuery, total: int, budget: Budget
     ) -> str | None:
-        with snapshot.lock:
-            vocabulary = snapshot.vocabulary()
+        vocabulary = snapshot.vocabulary
         replacements: list[tuple[Span, str]] = []
         for span in paced(parsed.words, budget, 1):
             corrected = _correct_word(span.text, vocabulary)
