@@ -192,24 +192,25 @@ def _check_count(searcher: Any, queries: list[str]) -> tuple[float, float]:
 
 def _check_overhead(searcher: Any, queries: list[str]) -> tuple[float, float]:
     """Median seconds of an ordinary query with budget checks live and with them no-ops,
-    rounds alternating in this process so drift in the machine's speed hits both alike."""
+    in one process: a first round re-warms the caches the costly shapes evicted, then
+    rounds alternate live-off, off-live (so neither side always runs first) and drift in
+    the machine's speed hits both alike."""
     from indexer.budget import Budget
 
-    live: list[float] = []
-    unchecked: list[float] = []
+    times: dict[bool, list[float]] = {True: [], False: []}
     check = Budget.check
+    order = [True] + [live for pair in range(ROUNDS) for live in (pair % 2 == 0, pair % 2 == 1)]
     try:
-        for round_ in range(2 * ROUNDS):
-            off = round_ % 2 == 1
-            Budget.check = (lambda self: None) if off else check  # type: ignore[method-assign]
-            target = unchecked if off else live
+        for round_, live in enumerate(order):
+            Budget.check = check if live else (lambda self: None)  # type: ignore[method-assign]
             for text in queries:
                 started = time.perf_counter()
                 searcher.search(text, budget=Budget(60))  # never partial: same work
-                target.append(time.perf_counter() - started)
+                if round_ > 0:
+                    times[live].append(time.perf_counter() - started)
     finally:
         Budget.check = check  # type: ignore[method-assign]
-    return statistics.median(live), statistics.median(unchecked)
+    return statistics.median(times[True]), statistics.median(times[False])
 
 
 def main() -> None:
