@@ -9,26 +9,43 @@ and returns the best results found so far, marked ``partial``; when the client t
 has gone away (:meth:`Budget.cancel`, called from another thread), it stops and raises
 :class:`SearchCancelled` so no more work is spent on an answer nobody reads.
 
-The budget is wall time on the search thread, not CPU time: a search waits for its
-snapshot's lock and the GIL like any other work, and what the visitor waits for is the
-wall clock. Its spend (:attr:`Budget.spent`) is what the capsule's throttle charges the
-client, so a costly query uses more of an address's allowance than a cheap one.
+The budget is wall time on the search thread, not CPU time: a search shares the GIL like
+any other work, and what the visitor waits for is the wall clock. The clock starts when the
+search holds its index snapshot (:meth:`indexer.query.Searcher.search`), not before: waiting
+for the other searches to release the snapshot is their cost, not this query's, and opening
+a freshly built index is the index's; a cancellation is seen while waiting too. Its spend
+(:attr:`Budget.spent`) is what the capsule's throttle charges the client, so a costly query
+uses more of an address's allowance than a cheap one.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from sextant.errors import SearchCancelled
 
-__all__ = ["DEFAULT_SECONDS", "Budget", "BudgetExhausted", "SearchCancelled"]
+__all__ = [
+    "DEFAULT_SECONDS",
+    "STOPPED_EARLY",
+    "Budget",
+    "BudgetExhausted",
+    "SearchCancelled",
+    "paced",
+]
+
+_Item = TypeVar("_Item")
 
 #: A search's wall-time budget: on this project's 2-core machine a 100,000-page index answers
 #: ordinary queries in a few milliseconds, so 250 ms leaves room for honest costly ones and
 #: bounds the hostile ones (issue 18).
 DEFAULT_SECONDS = 0.25
+#: What people are told when a search ran out of budget: with partial results, or as the
+#: refusal when it found nothing usable in time.
+STOPPED_EARLY = "stopped early: the query was too costly; try fewer words or phrases"
 
 
 class BudgetExhausted(Exception):
@@ -54,6 +71,12 @@ class Budget:
         self._started: float | None = None
         self._cancelled = threading.Event()
         self.exhausted = False  # set once check() has found the deadline passed
+
+    @classmethod
+    def unlimited(cls) -> Budget:
+        """A budget without a deadline (only :meth:`cancel` stops it), for callers outside a
+        search: tests, tools, the index's own checks."""
+        return cls(math.inf)
 
     def start(self) -> None:
         """Start the clock (the searcher calls this when the search begins, not when queued)."""
@@ -92,3 +115,16 @@ class Budget:
     def __repr__(self) -> str:
         state = "cancelled" if self.cancelled else "exhausted" if self.exhausted else "running"
         return f"<Budget {self.spent * 1000:.1f}/{self.seconds * 1000:.0f} ms {state}>"
+
+
+def paced(items: Iterable[_Item], budget: Budget, every: int) -> Iterator[_Item]:
+    """``items``, with ``budget`` checked before the first and then before every ``every``-th.
+
+    For loops whose single step is cheap (a candidate's positions, a vocabulary word): a check
+    costs a clock read, so checking each step would cost more than some steps do, and
+    checking every few still stops within a few steps' time of the deadline.
+    """
+    for count, item in enumerate(items):
+        if count % every == 0:
+            budget.check()
+        yield item

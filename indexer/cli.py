@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from indexer.budget import DEFAULT_SECONDS, STOPPED_EARLY, Budget
 from sextant.cli import pass_settings
 from sextant.config import Settings
 from sextant.display import json_text, one_line
@@ -87,10 +88,25 @@ class _StatusLine:
     show_default=True,
     help="Which page of results.",
 )
+@click.option(
+    "--budget",
+    "budget_seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Wall time the search may take; a costlier query stops early and shows what it "
+    "found by then (marked partial).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @pass_settings
 def search(
-    settings: Settings, query: tuple[str, ...], limit: int, page: int, as_json: bool
+    settings: Settings,
+    query: tuple[str, ...],
+    limit: int,
+    page: int,
+    budget_seconds: float,
+    as_json: bool,
 ) -> None:
     """Search the index: words, "phrases", OR, -word, site:, lang:, type:, size:>10K...
 
@@ -101,7 +117,9 @@ def search(
 
     searcher = open_searcher(settings)
     try:
-        results = searcher.search(" ".join(query), page=page, page_size=limit)
+        results = searcher.search(
+            " ".join(query), page=page, page_size=limit, budget=Budget(budget_seconds)
+        )
     finally:
         searcher.close()
     if as_json:
@@ -113,6 +131,8 @@ def search(
 def _as_json(results: Any) -> dict[str, Any]:
     return {
         "total": results.total,
+        "exact": results.exact,
+        "partial": results.partial,
         "page": results.page,
         "results": [
             {
@@ -167,6 +187,8 @@ def _print_results(results: Any, *, color: bool) -> None:
         click.echo(f"no results · {results.seconds:.3f} s")
     if results.suggestion:
         click.echo(f"did you mean: {one_line(results.suggestion)}")
+    if results.partial:
+        click.echo(STOPPED_EARLY)
 
 
 def _size(size: int | None) -> str:

@@ -45,7 +45,7 @@ from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
-from indexer.budget import Budget
+from indexer.budget import STOPPED_EARLY, Budget, BudgetExhausted, paced
 from indexer.columnread import segment_column
 from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
@@ -154,7 +154,9 @@ class _Snapshot:
         self.link_scores = LinkScores.empty()
         self.ranks = numpy.ones(len(self.page_ids))
         self.refresh_ranks()
-        self._vocabulary: Vocabulary | None = None
+        # Read with the snapshot, not at the first misspelt query: reading it takes a search
+        # budget's time on a large index (0.07-0.17 s at 20,000 pages), in one piece.
+        self.vocabulary = Vocabulary.load(generation)
 
     def is_current(self, generation: Path) -> bool:
         if generation != self.generation:
@@ -172,11 +174,6 @@ class _Snapshot:
         self.rank_stamp = stamp
         self.link_scores = scores
         self.ranks = _ranks_for(scores, self.page_ids)
-
-    def vocabulary(self) -> Vocabulary:
-        if self._vocabulary is None:
-            self._vocabulary = Vocabulary.load(self.generation)
-        return self._vocabulary
 
     def close(self) -> None:
         self.searcher.close()
@@ -250,11 +247,16 @@ class Searcher:
         prior). ``budget`` bounds the work (:mod:`indexer.budget`; a default one when
         omitted); a cancelled budget raises :class:`~sextant.errors.SearchCancelled`. A
         store that cannot give the snippets' text raises :class:`~sextant.errors.StoreUnavailable`.
+
+        When the budget runs out, every stage gives what it has rather than nothing: the
+        matches found so far (:meth:`VectorIndex.evaluate`: OR parts evaluated, phrases
+        verified), candidates without their boost-field scores, no spelling suggestion,
+        snippets that are the opening of the page; the results say ``partial``. A search
+        that has no hit to show by then is refused with :data:`STOPPED_EARLY`.
         """
         started = time.perf_counter()
         budget = budget if budget is not None else Budget()
-        budget.start()
-        budget.check()
+        budget.check()  # cancelled while queued: no work at all
         if page < 1:
             raise QueryError("page numbers start at 1")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
@@ -265,23 +267,36 @@ class Searcher:
         compiled = compile_query(parsed)
         with self._use_snapshot() as snapshot:
             with snapshot.lock:
-                if parsed.has_text:
-                    ranked, total, exact = _rank_text(
-                        snapshot,
-                        compiled,
-                        page * page_size,
-                        boost=ranking != "bm25",
-                        blend=ranking == "blended",
-                    )
-                else:
-                    ranked, total, exact = _rank_filters(snapshot, compiled.query)
+                # The clock starts once this search has the index to itself: opening a new
+                # snapshot is the index's cost, waiting for the lock the other searches'.
+                budget.start()
+                try:
+                    budget.check()  # cancelled while waiting for the lock
+                    if parsed.has_text:
+                        ranked, total, exact = _rank_text(
+                            snapshot,
+                            compiled,
+                            page * page_size,
+                            boost=ranking != "bm25",
+                            blend=ranking == "blended",
+                            budget=budget,
+                        )
+                    else:
+                        ranked, total, exact = _rank_filters(snapshot, compiled.query, budget)
+                except BudgetExhausted:
+                    raise QueryError(STOPPED_EARLY) from None
                 chosen = ranked[(page - 1) * page_size : page * page_size]
+                cut = budget.exhausted  # the matches or their ranking are incomplete
+                if cut and not chosen:
+                    raise QueryError(STOPPED_EARLY)
                 stored = [snapshot.searcher.stored_fields(docnum) for docnum, _ in chosen]
                 ranks = [float(snapshot.ranks[docnum]) for docnum, _ in chosen]
-            suggestion = self._suggest(snapshot, parsed, total) if total < SUGGEST_BELOW else None
+            suggestion = None
+            if total < SUGGEST_BELOW and not budget.exhausted:
+                suggestion = self._suggest(snapshot, parsed, total, budget)
         texts = self._texts([int(fields["pid"]) for fields in stored])
         hits = tuple(
-            _hit(fields, score, rank, texts.get(int(fields["pid"]), ""), compiled.terms)
+            _hit(fields, score, rank, texts.get(int(fields["pid"]), ""), compiled.terms, budget)
             for fields, (_, score), rank in zip(stored, chosen, ranks, strict=True)
         )
         return SearchResults(
@@ -292,7 +307,8 @@ class Searcher:
             hits=hits,
             suggestion=suggestion,
             seconds=time.perf_counter() - started,
-            exact=exact,
+            exact=exact and not cut,
+            partial=budget.exhausted,
             cost=budget.spent,
         )
 
@@ -367,14 +383,24 @@ class Searcher:
 
     # --- suggestions and snippets --------------------------------------------------------
 
-    def _suggest(self, snapshot: _Snapshot, parsed: ParsedQuery, total: int) -> str | None:
-        """A corrected query that finds more, built from the index's own vocabulary."""
+    def _suggest(
+        self, snapshot: _Snapshot, parsed: ParsedQuery, total: int, budget: Budget
+    ) -> str | None:
+        """A corrected query that finds more, built from the index's own vocabulary; none
+        when the budget runs out first (a suggestion is a courtesy, not the answer)."""
         if not parsed.words:
             return None
-        with snapshot.lock:
-            vocabulary = snapshot.vocabulary()
+        try:
+            return self._corrected(snapshot, parsed, total, budget)
+        except BudgetExhausted:
+            return None
+
+    def _corrected(
+        self, snapshot: _Snapshot, parsed: ParsedQuery, total: int, budget: Budget
+    ) -> str | None:
+        vocabulary = snapshot.vocabulary
         replacements: list[tuple[Span, str]] = []
-        for span in parsed.words:
+        for span in paced(parsed.words, budget, 1):
             corrected = _correct_word(span.text, vocabulary)
             if corrected != span.text:
                 replacements.append((span, corrected))
@@ -388,8 +414,9 @@ class Searcher:
         except QueryError:
             return None
         with snapshot.lock:
-            better = len(snapshot.vector.evaluate(corrected_query)) > total
-        return text if better else None
+            found = snapshot.vector.evaluate(corrected_query, budget=budget)
+        # A partial count (the budget ran out within) does not show the correction finds more.
+        return text if len(found) > total and not budget.exhausted else None
 
     def _texts(self, page_ids: Sequence[int]) -> dict[int, str]:
         """The searchable text of each page, from the store (the index keeps none).
@@ -447,17 +474,30 @@ def _searchable_text(state: str, mime: str | None, body: str | None, meta: str |
 
 
 def _rank_text(
-    snapshot: _Snapshot, compiled: Compiled, wanted: int, *, boost: bool, blend: bool
+    snapshot: _Snapshot,
+    compiled: Compiled,
+    wanted: int,
+    *,
+    boost: bool,
+    blend: bool,
+    budget: Budget,
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits and the match count (and whether it is exact), in three stages:
     candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
     (BM25F), the link prior multiplied in (:mod:`indexer.rank`); then duplicates are folded.
-    ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation."""
-    matches = snapshot.vector.evaluate(compiled.query)
-    scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted)
+    ``boost`` and ``blend`` off give the plain-BM25 baseline for evaluation.
+
+    Past the budget the candidates keep their ``text`` scores without the boost fields'
+    (ranked less well, but ranked); the evaluation raises
+    :class:`~indexer.budget.BudgetExhausted` only when it has no subset of the matches."""
+    matches = snapshot.vector.evaluate(compiled.query, budget=budget)
+    scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted, budget)
     if boost and compiled.boosts and scored:
         ordered = sorted(docnum for docnum, _ in scored)
-        bonus = _boost_scores(snapshot.vector, ordered, compiled.boosts)
+        try:
+            bonus = _boost_scores(snapshot.vector, ordered, compiled.boosts, budget)
+        except BudgetExhausted:
+            bonus = {}
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
@@ -467,7 +507,7 @@ def _rank_text(
 
 
 def _vector_hits(
-    index: VectorIndex, compiled: Compiled, matches: DocSet, wanted: int
+    index: VectorIndex, compiled: Compiled, matches: DocSet, wanted: int, budget: Budget
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits of an evaluated query; the count, and whether it is exact.
 
@@ -482,6 +522,9 @@ def _vector_hits(
     candidates from the first :data:`PHRASE_SAMPLE` in index order instead: ranking every
     one of them would cost more than the rest of the search, and BM25 barely tells such
     pages apart.
+
+    When the budget runs out, the hits are those of the batches verified before, and the
+    count is estimated from them like a sampled one.
     """
     window = min(MAX_RESULTS, max(RERANK_WINDOW, wanted))
     if not compiled.phrases:
@@ -489,7 +532,7 @@ def _vector_hits(
     sample = matches
     if len(matches) > PHRASE_SAMPLE_SHARE * index.documents:
         sample = DocSet(matches.ids[:PHRASE_SAMPLE], matches.scores[:PHRASE_SAMPLE])
-    likely = may_hold_phrases(index, sample.ids, compiled.phrases)
+    likely = may_hold_phrases(index, sample.ids, compiled.phrases, budget)
     pool = DocSet(sample.ids[likely], sample.scores[likely])
     ranked = top(pool, min(len(pool), PHRASE_CANDIDATES))
     needed = wanted + PHRASE_MARGIN
@@ -497,27 +540,34 @@ def _vector_hits(
     checked = 0
     while checked < len(ranked) and len(verified) < needed:
         batch = ranked[checked : checked + PHRASE_BATCH]
+        try:
+            holding = verify_phrases(
+                index, sorted(docnum for docnum, _ in batch), compiled.phrases, budget
+            )
+        except BudgetExhausted:
+            break
         checked += len(batch)
-        holding = verify_phrases(index, sorted(docnum for docnum, _ in batch), compiled.phrases)
         verified.extend(pair for pair in batch if pair[0] in holding)
-    if checked == len(pool) and len(sample) == len(matches):
+    if checked == len(pool) and len(sample) == len(matches) and not budget.exhausted:
         return verified, len(verified), True
     share = len(verified) / checked * len(pool) / len(sample) if checked else 0.0
     return verified, max(len(verified), round(len(matches) * share)), False
 
 
 def _boost_scores(
-    index: VectorIndex, docnums: list[int], boosts: set[tuple[str, str]]
+    index: VectorIndex, docnums: list[int], boosts: set[tuple[str, str]], budget: Budget
 ) -> dict[int, float]:
     """Each candidate's weighted BM25 in the boost fields (title, anchors, headings)."""
     pairs = [(field, term, BOOST_FIELDS[field]) for field, term in sorted(boosts)]
     ids = numpy.asarray(docnums, dtype=numpy.int64)
-    return dict(zip(docnums, index.scores_at(ids, pairs).tolist(), strict=True))
+    return dict(zip(docnums, index.scores_at(ids, pairs, budget).tolist(), strict=True))
 
 
-def _rank_filters(snapshot: _Snapshot, query: Any) -> tuple[list[tuple[int, float]], int, bool]:
+def _rank_filters(
+    snapshot: _Snapshot, query: Any, budget: Budget
+) -> tuple[list[tuple[int, float]], int, bool]:
     """Every page a filter-only query matches, best link score first, folded."""
-    docnums = snapshot.vector.evaluate(query).ids
+    docnums = snapshot.vector.evaluate(query, budget=budget).ids
     if len(docnums) == 0:
         return [], 0, True
     ranks = snapshot.ranks[docnums]
@@ -549,12 +599,18 @@ def _fold(
     return kept
 
 
-def _hit(fields: dict[str, Any], score: float, rank: float, text: str, terms: set[str]) -> Hit:
+def _hit(
+    fields: dict[str, Any], score: float, rank: float, text: str, terms: set[str], budget: Budget
+) -> Hit:
     url = fields["url"]
     title = fields.get("title")
     # A gemtext body usually opens with its title heading; the snippet should say more.
     if title and text.startswith(title) and text[len(title) : len(title) + 1] == "\n":
         text = text[len(title) :].lstrip() or text
+    try:
+        budget.check()
+    except BudgetExhausted:
+        terms = set()  # past the budget: the page's opening, which costs no matching
     return Hit(
         url=url,
         title=title,

@@ -22,7 +22,9 @@ words. A word with punctuation inside (``example.org``) must match as a phrase o
 What the query language refuses, with a message saying what to change: unbalanced
 parentheses or quotes, an operator with nothing to apply to, a filter without a value or with
 one it cannot use, a query that only excludes (``-foo``: everything else is not a search), and
-queries too long or too deeply nested to be anyone's real question.
+queries too long or too deeply nested to be anyone's real question. Phrases are what a query
+costs most (positions read for every candidate, see :mod:`indexer.positions`), so their
+number and length are bounded too; the search budget (:mod:`indexer.budget`) bounds the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +46,15 @@ from sextant.urls import parse as parse_url
 MAX_QUERY_CHARS = 1024
 MAX_TERMS = 64
 MAX_DEPTH = 16
+#: Phrases in one query: quoted ones and words joined by punctuation (``example.org``). Each
+#: is a position check on every candidate; an OR of 32 phrases of the commonest words held a
+#: search thread for seconds (issue 18). Nobody's question has more than a handful.
+MAX_PHRASES = 16
+#: Terms in one phrase (a CJK run is a phrase of its character pairs: 24 is a long sentence).
+MAX_PHRASE_TERMS = 24
+#: Terms in the whole query once analysed, phrases' terms included: each is a posting list
+#: to load and combine.
+MAX_QUERY_TERMS = 96
 
 FILTER_NAMES = {
     "site": "site",
@@ -382,6 +393,9 @@ class Compiled:
     terms: set[str] = field(default_factory=set)
     phrases: list[PhraseCheck] = field(default_factory=list)
     boosts: set[tuple[str, str]] = field(default_factory=set)
+    #: Phrases and analysed terms so far, for the limits (MAX_PHRASES, MAX_QUERY_TERMS).
+    phrase_count: int = 0
+    term_count: int = 0
 
 
 def compile_query(parsed: ParsedQuery) -> Compiled:
@@ -497,6 +511,7 @@ def _text(
     )
     if not variants:
         return None
+    _count(compiled, max(len(sequence) for sequence in variants))
     check = PhraseCheck([])
     parts: list[wq.Query] = []
     for sequence, languages in sorted(variants.items(), key=lambda item: item[0]):
@@ -518,6 +533,27 @@ def _text(
     if check.alternatives:
         compiled.phrases.append(check)
     return parts[0] if len(parts) == 1 else wq.Or(parts)
+
+
+def _count(compiled: Compiled, length: int) -> None:
+    """Count a word or phrase of ``length`` terms against the query's limits."""
+    if length > MAX_PHRASE_TERMS:
+        raise QueryError(
+            f"a phrase is too long: at most {MAX_PHRASE_TERMS} words in one phrase; "
+            "quote a shorter part of it"
+        )
+    compiled.term_count += length
+    if compiled.term_count > MAX_QUERY_TERMS:
+        raise QueryError(
+            f"too many words: a query may hold at most {MAX_QUERY_TERMS}, phrases' words included"
+        )
+    if length > 1:
+        compiled.phrase_count += 1
+        if compiled.phrase_count > MAX_PHRASES:
+            raise QueryError(
+                f"too many phrases: a query may hold at most {MAX_PHRASES} (words joined by "
+                "punctuation, such as example.org, count as phrases)"
+            )
 
 
 def _filter(node: Filter) -> wq.Query:

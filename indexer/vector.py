@@ -42,6 +42,7 @@ from whoosh.matching import wrappers
 from whoosh.reading import TermNotFound
 
 from indexer import pairfilter
+from indexer.budget import Budget, BudgetExhausted, paced
 from indexer.require import Require
 from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
 from indexer.sizefilter import SizeRange
@@ -60,6 +61,11 @@ DENSE_SHARE = 16
 BLOCK_CACHE = 2000
 #: Documents whose decoded ``text`` positions are kept for phrase checks (about 20 KB each).
 POSITION_CACHE = 2000
+#: Candidates whose positions are checked between two budget checks: decoding one takes about
+#: 75 µs, so a search overruns its deadline by about a millisecond at most.
+POSITION_CHECKS = 16
+#: Terms loaded between two budget checks when a prefix or a whole field is expanded.
+TERM_CHECKS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,109 +117,171 @@ class VectorIndex:
 
     # --- evaluation --------------------------------------------------------------------
 
-    def evaluate(self, query: Any, within: numpy.ndarray | None = None) -> DocSet:
+    def evaluate(
+        self, query: Any, within: numpy.ndarray | None = None, *, budget: Budget | None = None
+    ) -> DocSet:
         """The documents matching ``query`` with their scores; raises :class:`Unsupported`.
 
         ``within`` (sorted document numbers), when given, is a promise that only those
         documents matter: phrase positions are then checked on them alone (an excluded
         phrase only needs checking where the rest of the query matched).
+
+        ``budget`` is checked before each part of the query and every few candidates of a
+        phrase check. When it runs out the answer degrades only where the documents kept
+        are still all true matches: an OR keeps the parts evaluated so far, a phrase the
+        candidates verified so far (so the result is a subset of the full answer, never a
+        page that does not match). Where no such subset exists (an AND still missing a part,
+        anything under a NOT, whose subset would let excluded pages through),
+        :class:`~indexer.budget.BudgetExhausted` is raised. ``budget.exhausted`` tells the
+        caller whether the result is partial.
         """
+        return self._evaluate(query, within, Budget.unlimited() if budget is None else budget)
+
+    def _evaluate(
+        self, query: Any, within: numpy.ndarray | None, budget: Budget, exact: bool = False
+    ) -> DocSet:
+        """:meth:`evaluate`; ``exact``: no partial answer (under a NOT), raise instead."""
+        budget.check()
         if isinstance(query, wq.Phrase):
-            return self._phrase(query, within)
+            return self._phrase(query, within, budget, exact)
         if isinstance(query, wq.Term):
             return self._term(query.fieldname, query.text, query.boost)
         if isinstance(query, Require | wq.Require):
-            kept = self.evaluate(query.a, within)
-            return _restrict(kept, self.evaluate(query.b, kept.ids), self.documents)
+            kept = self._evaluate(query.a, within, budget, exact)
+            required = self._evaluate(query.b, kept.ids, budget, exact)
+            return _restrict(kept, required, self.documents)
         if isinstance(query, wq.AndNot):
-            kept = self.evaluate(query.a, within)
-            mask = ~_members(kept.ids, self.evaluate(query.b, kept.ids).ids, self.documents)
+            kept = self._evaluate(query.a, within, budget, exact)
+            excluded = self._evaluate(query.b, kept.ids, budget, exact=True)
+            mask = ~_members(kept.ids, excluded.ids, self.documents)
             return DocSet(kept.ids[mask], kept.scores[mask])
         if isinstance(query, wq.And):
             # Phrases last: by then the other parts have narrowed where positions matter.
             plain = [sub for sub in query.subqueries if not _has_phrase(sub)]
             phrased = [sub for sub in query.subqueries if _has_phrase(sub)]
-            parts = sorted((self.evaluate(sub, within) for sub in plain), key=len)
+            parts = sorted((self._evaluate(sub, within, budget, exact) for sub in plain), key=len)
             result = parts[0] if parts else None
             for part in parts[1:]:
                 result = _intersect(result, part, self.documents)  # type: ignore[arg-type]
             for sub in phrased:
-                part = self.evaluate(sub, within if result is None else result.ids)
+                part = self._evaluate(sub, within if result is None else result.ids, budget, exact)
                 result = part if result is None else _intersect(result, part, self.documents)
             assert result is not None
             return _boosted(result, query.boost)
         if isinstance(query, wq.Or):
             if all(type(sub) is wq.Term for sub in query.subqueries):
                 return _boosted(self._forms(query.subqueries), query.boost)
-            parts = [self.evaluate(sub, within) for sub in query.subqueries]
+            parts: list[DocSet] = []
+            try:
+                for sub in query.subqueries:
+                    parts.append(self._evaluate(sub, within, budget, exact))
+            except BudgetExhausted:
+                if exact or not parts:
+                    raise
             return _boosted(_union(parts, self.documents), query.boost)
         if isinstance(query, wq.Not):
             live = self.live() if within is None else within
-            kept = live[~_members(live, self.evaluate(query.query, live).ids, self.documents)]
+            excluded = self._evaluate(query.query, live, budget, exact=True)
+            kept = live[~_members(live, excluded.ids, self.documents)]
             return DocSet(kept, numpy.zeros(len(kept)))
         if isinstance(query, wq.ConstantScoreQuery):
-            child = self.evaluate(query.child, within)
+            child = self._evaluate(query.child, within, budget, exact)
             return DocSet(child.ids, numpy.full(len(child), float(query.score)))
         if isinstance(query, wq.Prefix):
-            terms = list(self.reader.expand_prefix(query.fieldname, query.text))
-            return _unscored(
-                _union([self._term(query.fieldname, t, 1.0) for t in terms], self.documents)
-            )
+            terms = self.reader.expand_prefix(query.fieldname, query.text)
+            return self._every_term(query.fieldname, terms, budget)
         if isinstance(query, wq.Every) and query.fieldname:
-            terms = list(self.reader.lexicon(query.fieldname))
-            return _unscored(
-                _union([self._term(query.fieldname, t, 1.0) for t in terms], self.documents)
-            )
+            terms = self.reader.lexicon(query.fieldname)
+            return self._every_term(query.fieldname, terms, budget)
         if isinstance(query, SizeRange):
             ids = query._matching(self.reader).astype(numpy.int64)
             return DocSet(ids, numpy.zeros(len(ids)))
         raise Unsupported(type(query).__name__)
 
-    def _phrase(self, query: wq.Phrase, within: numpy.ndarray | None) -> DocSet:
+    def _every_term(self, fieldname: str, terms: Any, budget: Budget) -> DocSet:
+        """The unscored union of ``terms`` (a prefix's expansion, a field's lexicon: a URL
+        prefix can expand to thousands)."""
+        loaded = [self._term(fieldname, t, 1.0) for t in paced(terms, budget, TERM_CHECKS)]
+        return _unscored(_union(loaded, self.documents))
+
+    def _phrase(
+        self, query: wq.Phrase, within: numpy.ndarray | None, budget: Budget, exact: bool
+    ) -> DocSet:
         """A phrase nested in OR or NOT: the AND of its words, positions checked (on
         ``within`` only, when given). Scored as the sum of its words' BM25, like the phrases
         the searcher checks itself."""
         words = list(query.words)
         result = self._term(query.fieldname, words[0], query.boost)
         for word in words[1:]:
+            budget.check()
             result = _intersect(
                 result, self._term(query.fieldname, word, query.boost), self.documents
             )
         if within is not None:
             result = _restrict(result, DocSet(within, numpy.zeros(len(within))), self.documents)
-        mask = _members(
-            result.ids, self.holding(query.fieldname, words, result.ids), self.documents
-        )
+        held = self.holding(query.fieldname, words, result.ids, budget, exact=exact)
+        mask = _members(result.ids, held, self.documents)
         return DocSet(result.ids[mask], result.scores[mask])
 
-    def holding(self, fieldname: str, sequence: list[str], docnums: numpy.ndarray) -> numpy.ndarray:
+    def holding(
+        self,
+        fieldname: str,
+        sequence: list[str],
+        docnums: numpy.ndarray,
+        budget: Budget | None = None,
+        *,
+        exact: bool = True,
+    ) -> numpy.ndarray:
         """Which of ``docnums`` (sorted) hold ``sequence`` at consecutive positions.
 
         Candidates missing a word are dropped with the cached posting arrays; positions are
         then read only from the posting blocks that hold a remaining candidate (block headers
         say which), and decoded only for those candidates.
+
+        When ``budget`` runs out during the position checks, ``exact`` (the default) raises
+        :class:`~indexer.budget.BudgetExhausted`; otherwise the documents found holding the
+        sequence so far are returned (a subset of the answer).
         """
+        budget = Budget.unlimited() if budget is None else budget
         candidates = numpy.asarray(docnums, dtype=numpy.int64)
         btexts = []
         for word in sequence:
+            budget.check()
             docs = self._term(fieldname, word, 1.0)
             candidates = candidates[_members(candidates, docs.ids, self.documents)]
             btexts.append(word if isinstance(word, bytes) else word.encode("utf-8"))
         if len(candidates) == 0:
             return candidates
-        if fieldname == TEXT_FIELD and POSITIONS_COLUMN in self.reader.schema:
-            candidates = candidates[self.may_hold(list(sequence), candidates)]
-            return self._holding_by_document(list(sequence), candidates)
+        keep: list[int] = []
+        try:
+            if fieldname == TEXT_FIELD and POSITIONS_COLUMN in self.reader.schema:
+                candidates = candidates[self.may_hold(list(sequence), candidates)]
+                self._holding_by_document(list(sequence), candidates, budget, keep)
+            else:
+                self._holding_by_block(fieldname, btexts, candidates, budget, keep)
+        except BudgetExhausted:
+            if exact:
+                raise
+        return numpy.asarray(keep, dtype=numpy.int64)
+
+    def _holding_by_block(
+        self,
+        fieldname: str,
+        btexts: list[bytes],
+        candidates: numpy.ndarray,
+        budget: Budget,
+        keep: list[int],
+    ) -> None:
+        """:meth:`holding` in a small positional field: adds to ``keep``, ascending, the
+        candidates whose posting values hold the sequence."""
         decode = self.reader.schema[fieldname].format.decode_positions
-        found: list[numpy.ndarray] = []
         for leaf, offset in self._leaves:
             count = leaf.doc_count_all()
             local = candidates[(candidates >= offset) & (candidates < offset + count)] - offset
             if len(local) == 0:
                 continue
             values = [self._block_values(leaf, offset, fieldname, btext, local) for btext in btexts]
-            keep = []
-            for docnum in local.tolist():
+            for docnum in paced(local.tolist(), budget, POSITION_CHECKS):
                 starts: set[int] | None = None
                 for shift, by_doc in enumerate(values):
                     encoded = by_doc.get(docnum)
@@ -225,9 +293,7 @@ class VectorIndex:
                     if not starts:
                         break
                 if starts:
-                    keep.append(docnum)
-            found.append(numpy.asarray(keep, dtype=numpy.int64) + offset)
-        return numpy.concatenate(found) if found else numpy.empty(0, dtype=numpy.int64)
+                    keep.append(docnum + offset)
 
     def may_hold(self, sequence: list[str], docnums: numpy.ndarray) -> numpy.ndarray:
         """Which of ``docnums`` (sorted) may hold the ``text`` terms of ``sequence`` at
@@ -243,12 +309,15 @@ class VectorIndex:
             result[inside] = pairfilter.may_hold(column, docnums[inside] - offset, sequence)
         return result
 
-    def _holding_by_document(self, sequence: list[str], candidates: numpy.ndarray) -> numpy.ndarray:
-        keep = []
-        for docnum in candidates.tolist():
+    def _holding_by_document(
+        self, sequence: list[str], candidates: numpy.ndarray, budget: Budget, keep: list[int]
+    ) -> None:
+        """:meth:`holding` in ``text``: adds to ``keep``, ascending, the candidates whose
+        positions column holds the sequence (so a budget running out mid-way leaves the
+        candidates verified so far)."""
+        for docnum in paced(candidates.tolist(), budget, POSITION_CHECKS):
             if self._document_positions(docnum).holds(sequence):
                 keep.append(docnum)
-        return numpy.asarray(keep, dtype=numpy.int64)
 
     def _document_positions(self, docnum: int) -> DocumentPositions:
         """A document's ``text`` positions, decoded once and kept for the next check."""
@@ -317,11 +386,16 @@ class VectorIndex:
         return found
 
     def scores_at(
-        self, docnums: numpy.ndarray, pairs: list[tuple[str, str, float]]
+        self,
+        docnums: numpy.ndarray,
+        pairs: list[tuple[str, str, float]],
+        budget: Budget | None = None,
     ) -> numpy.ndarray:
-        """Sum of ``weight × BM25(field, term)`` for each of ``docnums`` (sorted)."""
+        """Sum of ``weight × BM25(field, term)`` for each of ``docnums`` (sorted); ``budget``
+        is checked before each term (raises :class:`~indexer.budget.BudgetExhausted`)."""
+        budget = Budget.unlimited() if budget is None else budget
         total = numpy.zeros(len(docnums))
-        for fieldname, term, weight in pairs:
+        for fieldname, term, weight in paced(pairs, budget, 1):
             docs = self._term(fieldname, term, weight)
             at = _positions_in(docnums, docs.ids, self.documents)
             found = at >= 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,7 +15,7 @@ from indexer.build import IndexReport, run_index
 from indexer.query import Searcher
 from sextant.store.migrate import open_store
 from tests.indexer.fixture_space import PAGES
-from tests.indexer.spaces import Space
+from tests.indexer.spaces import P, Space
 
 
 @dataclass
@@ -42,15 +43,24 @@ def store(tmp_path: Path) -> Iterator[Store]:
     engine.dispose()
 
 
+@contextlib.contextmanager
+def indexed(root: Path, pages: dict[str, P]) -> Iterator[Searcher]:
+    """A store of ``pages`` in ``root``, indexed once, and a searcher on it (for read-only
+    tests that share one index)."""
+    url = f"sqlite:///{root / 'store.db'}"
+    engine = open_store(url)
+    Space(engine).add(pages)
+    run_index(root / "index", url, watermark_slack=timedelta(0))
+    searcher = Searcher(root / "index", url)
+    try:
+        yield searcher
+    finally:
+        searcher.close()
+        engine.dispose()
+
+
 @pytest.fixture(scope="package")
 def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
     """The fixture space, indexed once for every read-only test of the package."""
-    root = tmp_path_factory.mktemp("known")
-    url = f"sqlite:///{root / 'store.db'}"
-    engine = open_store(url)
-    Space(engine).add(PAGES)
-    run_index(root / "index", url, watermark_slack=timedelta(0))
-    searcher = Searcher(root / "index", url)
-    yield searcher
-    searcher.close()
-    engine.dispose()
+    with indexed(tmp_path_factory.mktemp("known"), PAGES) as searcher:
+        yield searcher

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from indexer.budget import STOPPED_EARLY
+from indexer.cli import _as_json, _print_results
+from indexer.query import Hit, SearchResults
 from sextant.cli import cli
 from sextant.store.migrate import open_store
 from tests.indexer.spaces import P, Space
@@ -53,8 +57,10 @@ def test_search_json_output(data_dir: Path) -> None:
     code, output = run(data_dir, "search", "--json", "--limit", "1", "beans")
     assert code == 0, output
     data = json.loads(output)
-    assert set(data) == {"total", "page", "results", "suggestion", "seconds"}
+    assert set(data) == {"total", "exact", "partial", "page", "results", "suggestion", "seconds"}
     assert data["total"] == 2
+    assert data["exact"] is True
+    assert data["partial"] is False
     assert data["page"] == 1
     assert len(data["results"]) == 1
     first = data["results"][0]
@@ -98,3 +104,50 @@ def test_errors_are_one_line(data_dir: Path, tmp_path: Path) -> None:
     code, output = run(data_dir, "search", "size:>lots")
     assert code == 1
     assert "size: expects" in output
+
+
+def test_search_budget_too_small_for_anything_is_refused_in_one_line(data_dir: Path) -> None:
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", "--budget", "0.000000001", "beans OR bread")
+    assert code == 1
+    assert output.strip() == f"Error: {STOPPED_EARLY}"
+    code, output = run(data_dir, "search", "--budget", "0", "beans")
+    assert code == 2  # a budget must be positive: click's usage error
+    code, output = run(data_dir, "search", "--help")
+    assert "--budget SECONDS" in output
+
+
+def test_partial_results_are_reported_in_text_and_json(capsys: pytest.CaptureFixture) -> None:
+    hit = Hit(
+        url="gemini://a.example/",
+        title="Gardening",
+        snippet="Tomatoes and beans",
+        host="a.example",
+        mime="text/gemini",
+        lang="en",
+        charset="utf-8",
+        size=100,
+        score=1.0,
+        fetched_at=None,
+        inbound=0,
+        rank=1.0,
+    )
+    results = SearchResults(
+        query="beans",
+        total=1,
+        page=1,
+        page_size=10,
+        hits=(hit,),
+        suggestion=None,
+        seconds=0.3,
+        exact=False,
+        partial=True,
+        cost=0.26,
+    )
+    data = _as_json(results)
+    assert data["partial"] is True
+    assert data["exact"] is False
+    _print_results(results, color=False)
+    assert capsys.readouterr().out.rstrip().endswith(STOPPED_EARLY)
+    _print_results(dataclasses.replace(results, partial=False, exact=True), color=False)
+    assert STOPPED_EARLY not in capsys.readouterr().out

@@ -8,6 +8,8 @@ import pytest
 from whoosh import query as wq
 
 from indexer.querylang import (
+    MAX_PHRASE_TERMS,
+    MAX_PHRASES,
     MAX_QUERY_CHARS,
     All,
     AnyOf,
@@ -126,6 +128,14 @@ def test_parse_size(text: str, expected: tuple[object, ...]) -> None:
         ("...", "nothing to search for"),
         ("x" * (MAX_QUERY_CHARS + 1), "too long"),
         (" ".join(["w"] * 65), "too many terms"),
+        # Phrases are what a query costs most (issue 18): their number and length are bounded.
+        (" OR ".join(['"of the"'] * MAX_PHRASES), None),
+        (" OR ".join(['"of the"'] * (MAX_PHRASES + 1)), "too many phrases"),
+        (" ".join(["example.org"] * (MAX_PHRASES + 1)), "too many phrases"),
+        ('"' + " ".join(["w"] * MAX_PHRASE_TERMS) + '"', None),
+        ('"' + " ".join(["w"] * (MAX_PHRASE_TERMS + 1)) + '"', "a phrase is too long"),
+        (" ".join(['"a b c d e f g h i j k l m"'] * 8), "too many words"),  # 104 terms
+        (" ".join(['"a b c d e f g h i j k l"'] * 8), None),
         ("(" * 20 + "x" + ")" * 20, "nested"),
         ("cats\x00dogs", "control characters"),
     ],
