@@ -82,7 +82,7 @@ async def test_another_address_is_not_queued_behind_one_address_costly_searches(
 
 async def send_search(running, path: str, query: str, *, running_search: bool = False):
     """Send a search and wait until the capsule has it in flight (``running_search``: until
-    it has started); the client's stream, to hang up, and the search's budget."""
+    a worker thread runs it); the client's stream, to hang up, and the search's budget."""
     search = running.app.services.search
     stream = trio.SSLStream(
         await trio.open_tcp_stream(*running.address), client_context(), server_hostname=None
@@ -91,7 +91,7 @@ async def send_search(running, path: str, query: str, *, running_search: bool = 
     await until(lambda: search.in_flight(query, **PAGE) is not None)
     budget = search.in_flight(query, **PAGE)
     if running_search:
-        await until(lambda: budget.started)
+        await until(lambda: search.workers.busy > 0)
     return stream, budget
 
 
@@ -118,8 +118,8 @@ async def test_a_queued_search_whose_client_hung_up_never_runs(capsule):
 
 @contextlib.contextmanager
 def searcher_held(searcher) -> Iterator[None]:
-    """The real searcher waits for its snapshot while this block runs: a search that has
-    started (its budget's clock runs) but not finished, however small the index."""
+    """The real searcher waits for its snapshot while this block runs: a search that a
+    worker thread runs but that cannot finish, however small the index."""
     searcher._lock.acquire()
     try:
         yield
