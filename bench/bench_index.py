@@ -331,8 +331,8 @@ def make_queries(
                 ][i % 4],
             )
         )
-    for pair in ("of the", "the the", "to a", "and the", "in a"):
-        queries.append(("stopword phrase", f'"{pair}"'))
+    for stopwords in ("of the", "the the", "to a", "and the", "in a"):
+        queries.append(("stopword phrase", f'"{stopwords}"'))
     return queries
 
 

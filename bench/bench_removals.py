@@ -69,6 +69,7 @@ def run(*, quick: bool = False) -> dict[str, float | str]:
 
         with engine.connect() as conn:
             first = conn.scalar(select(Capsule.id).where(Capsule.host == "c0.example"))
+        assert first is not None, "the generated store has capsule c0.example"
         now = utcnow()
         record = RobotsRecord(
             first, now, None, 20, "User-agent: *\nDisallow: /private/\n", True, None

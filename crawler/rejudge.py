@@ -75,7 +75,7 @@ def page_batches(
 
 def next_batch(
     conn: Connection, where: ColumnElement[bool], after: int, size: int = BATCH
-) -> Sequence[Row[Any]]:
+) -> Sequence[Row[*tuple[Any, ...]]]:
     """The first ``size`` pages past id ``after`` matching ``where``: for callers that commit
     between batches, and so cannot keep one cursor open."""
     return conn.execute(

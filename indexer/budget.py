@@ -30,6 +30,7 @@ from sextant.errors import SearchCancelled
 
 __all__ = [
     "DEFAULT_SECONDS",
+    "PATIENT_SECONDS",
     "STOPPED_EARLY",
     "Budget",
     "BudgetExhausted",
@@ -43,6 +44,11 @@ _Item = TypeVar("_Item")
 #: ordinary queries in a few milliseconds, so 250 ms leaves room for honest costly ones and
 #: bounds the hostile ones (issue 18).
 DEFAULT_SECONDS = 0.25
+#: The budget of a search whose caller names none: scripts and evaluation runs, which wait
+#: for their answer. The commands that face people pass their own (the capsule's
+#: ``--search-budget``, ``sextant search --budget``, both DEFAULT_SECONDS unless told), so
+#: a loaded machine cannot turn a library caller's cold first search into a partial one.
+PATIENT_SECONDS = 10.0
 #: What people are told when a search ran out of budget: with partial results, or as the
 #: refusal when it found nothing usable in time.
 STOPPED_EARLY = "stopped early: the query was too costly; try fewer words or phrases"

@@ -100,7 +100,7 @@ class Inbound:
 
 def iter_pages(
     connection: Connection, where: ColumnElement[bool], *, batch_size: int = 500
-) -> Iterator[list[Row[Any]]]:
+) -> Iterator[Sequence[Row[*tuple[Any, ...]]]]:
     """Indexable pages matching ``where``, in id order, a batch at a time (streamed)."""
     query = (
         select(*PAGE_COLUMNS)
@@ -136,6 +136,7 @@ def inbound_for(
         .order_by(Link.target_id, Link.id)
     )
     for linked_id, source_id, label, scope in connection.execute(query):
+        assert linked_id is not None  # the IN list above holds page ids only
         target_id = moved.resolve(linked_id)
         if source_id == target_id:
             continue  # the page links to its own old address

@@ -45,7 +45,7 @@ from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
-from indexer.budget import STOPPED_EARLY, Budget, BudgetExhausted, paced
+from indexer.budget import PATIENT_SECONDS, STOPPED_EARLY, Budget, BudgetExhausted, paced
 from indexer.columnread import segment_column
 from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
@@ -244,9 +244,10 @@ class Searcher:
 
         ``ranking`` is ``blended`` (the product) or a baseline for evaluation: ``bm25f``
         (no link prior) or ``bm25`` (BM25 on the ``text`` field alone: no boost fields, no
-        prior). ``budget`` bounds the work (:mod:`indexer.budget`; a default one when
-        omitted); a cancelled budget raises :class:`~sextant.errors.SearchCancelled`. A
-        store that cannot give the snippets' text raises :class:`~sextant.errors.StoreUnavailable`.
+        prior). ``budget`` bounds the work (:mod:`indexer.budget`;
+        :data:`~indexer.budget.PATIENT_SECONDS` when omitted); a cancelled budget raises
+        :class:`~sextant.errors.SearchCancelled`. A store that cannot give the snippets' text
+        raises :class:`~sextant.errors.StoreUnavailable`.
 
         When the budget runs out, every stage gives what it has rather than nothing: the
         matches found so far (:meth:`VectorIndex.evaluate`: OR parts evaluated, phrases
@@ -255,7 +256,7 @@ class Searcher:
         that has no hit to show by then is refused with :data:`STOPPED_EARLY`.
         """
         started = time.perf_counter()
-        budget = budget if budget is not None else Budget()
+        budget = budget if budget is not None else Budget(PATIENT_SECONDS)
         budget.check()  # cancelled while queued: no work at all
         if page < 1:
             raise QueryError("page numbers start at 1")

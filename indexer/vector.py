@@ -159,9 +159,11 @@ class VectorIndex:
             # Phrases last: by then the other parts have narrowed where positions matter.
             plain = [sub for sub in query.subqueries if not _has_phrase(sub)]
             phrased = [sub for sub in query.subqueries if _has_phrase(sub)]
-            parts = sorted((self._evaluate(sub, within, budget, exact) for sub in plain), key=len)
-            result = parts[0] if parts else None
-            for part in parts[1:]:
+            narrowing = sorted(
+                (self._evaluate(sub, within, budget, exact) for sub in plain), key=len
+            )
+            result = narrowing[0] if narrowing else None
+            for part in narrowing[1:]:
                 result = _intersect(result, part, self.documents)  # type: ignore[arg-type]
             for sub in phrased:
                 part = self._evaluate(sub, within if result is None else result.ids, budget, exact)

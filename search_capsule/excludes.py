@@ -41,7 +41,8 @@ class ExcludeSection:
 
 def parse_rules(text: str) -> tuple[ExcludeSection, ...]:
     sections: list[ExcludeSection] = []
-    title, rules = "", []
+    title = ""
+    rules: list[ExcludeRule] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line:

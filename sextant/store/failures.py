@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from sextant.errors import StoreUnavailable
 
+if TYPE_CHECKING:  # a typing Protocol of SQLAlchemy 2.1 (PEP 249's module interface)
+    from sqlalchemy.engine.interfaces import DBAPIModule
+
 
 @contextmanager
-def unavailable_as_store_error(dbapi: ModuleType | None = None) -> Iterator[None]:
+def unavailable_as_store_error(dbapi: DBAPIModule | None = None) -> Iterator[None]:
     """Raise :class:`StoreUnavailable` (with the database's own words) for a store that
     cannot answer; let every other error through.
 
