@@ -401,14 +401,22 @@ def _failing_pages(session: Session, capsule_id: int) -> tuple[tuple[FailingPage
         & Page.state.not_in(_NOT_FAILURES)
         & (Page.error_kind.is_not(None) | (Page.status >= 40))
     )
+    # The window count comes with the rows: one pass over the capsule's pages, not two.
     query = (
         select(
-            Page.url, Page.fetched_at, Page.status, Page.error_kind, Page.error_message, Page.meta
+            Page.url,
+            Page.fetched_at,
+            Page.status,
+            Page.error_kind,
+            Page.error_message,
+            Page.meta,
+            func.count().over(),
         )
         .where(condition)
         .order_by(Page.fetched_at.desc(), Page.id.desc())
         .limit(FAILING_LIMIT)
     )
+    found = session.execute(query).all()
     rows = tuple(
         FailingPage(
             url=url,
@@ -417,9 +425,9 @@ def _failing_pages(session: Session, capsule_id: int) -> tuple[tuple[FailingPage
             error_kind=kind,
             message=message or meta,
         )
-        for url, fetched_at, status, kind, message, meta in session.execute(query)
+        for url, fetched_at, status, kind, message, meta, _ in found
     )
-    return rows, session.scalar(select(func.count()).where(condition)) or 0
+    return rows, found[0][-1] if found else 0
 
 
 def _host_row(capsule: Capsule, pages: int) -> HostRow:

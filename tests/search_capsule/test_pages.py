@@ -337,6 +337,7 @@ async def test_capsule_health(capsule):
     assert beta.gemtext.title == "Capsule beta.example:1966"
     assert "EXPIRED" in beta.text
     assert "There is none (status 5x)" in beta.text
+    assert "None: the last fetch of every page worked." in beta.text
     # A URL, or the unicode name, work as well as the punycode host.
     by_url = await capsule.client.get("/capsule?" + quote("gemini://bücher.example/x"))
     assert by_url.gemtext.title == "Capsule bücher.example"
