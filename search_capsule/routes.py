@@ -34,6 +34,7 @@ ROUTES: dict[str, Route] = {
     paths.KNOWN_HOSTS: Route(listings.known_hosts, costly=True),
     paths.NEWEST_HOSTS: Route(listings.newest_hosts, costly=True),
     paths.NEWEST_PAGES: Route(listings.newest_pages, costly=True),
+    paths.NEWEST_PAGES_ATOM: Route(listings.newest_pages_atom, costly=True),
     paths.KNOWN_FEEDS: Route(listings.known_feeds, costly=True),
     paths.CAPSULE: Route(listings.capsule, costly=True),
     paths.ADD_SEED: Route(seed.add_seed, costly=True),

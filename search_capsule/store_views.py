@@ -23,6 +23,10 @@ LIST_LIMIT = 200
 BACKLINK_LIMIT = 100
 NEIGHBOUR_LIMIT = 50
 MAX_USER_ROBOTS = 100  # pubnix users' robots.txt files listed on a capsule's page
+FAILING_LIMIT = 50  # failing URLs listed on a capsule's page, the most recent first
+#: Pages kept out by robots.txt or an exclusion rule: what the author or operator asked for,
+#: not a failure the author has to fix; their numbers are in the pages by state.
+_NOT_FAILURES = ("excluded", "disallowed")
 
 
 def display_authority(display_host: str, port: int) -> str:
@@ -257,6 +261,17 @@ class RobotsFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class FailingPage:
+    """A URL whose last fetch went wrong: no answer, or an answer of 4x, 5x or 6x."""
+
+    url: str
+    fetched_at: datetime
+    status: int | None  # None: no usable answer (error_kind says why)
+    error_kind: str | None  # timeout, connect-failed, temporary-failure, redirect-loop...
+    message: str | None  # the error, or the server's meta: text from the network
+
+
+@dataclass(frozen=True, slots=True)
 class CapsuleHealth:
     host: HostRow
     first_seen_at: datetime
@@ -280,6 +295,8 @@ class CapsuleHealth:
     inbound: tuple[Neighbour, ...]
     outbound: tuple[Neighbour, ...]
     other_schemes: tuple[tuple[str, int], ...]
+    failing: tuple[FailingPage, ...]  # the most recent first, at most FAILING_LIMIT
+    failing_total: int
 
 
 def capsules_on_host(session: Session, host: str) -> tuple[HostRow, ...]:
@@ -316,6 +333,7 @@ def capsule_health(session: Session, host: str, port: int) -> CapsuleHealth | No
         .order_by(CertificateEvent.seen_at.desc(), CertificateEvent.id.desc())
         .limit(20)
     )
+    failing, failing_total = _failing_pages(session, capsule.id)
     return CapsuleHealth(
         host=_host_row(capsule, ok_pages),
         first_seen_at=capsule.first_seen_at,
@@ -365,7 +383,51 @@ def capsule_health(session: Session, host: str, port: int) -> CapsuleHealth | No
                 .order_by(func.count().desc(), Link.target_scheme)
             )
         ),
+        failing=failing,
+        failing_total=failing_total,
     )
+
+
+def _failing_pages(session: Session, capsule_id: int) -> tuple[tuple[FailingPage, ...], int]:
+    """The capsule's URLs whose last fetch failed, the most recent first, and their number.
+
+    A failed fetch of a page already indexed keeps its state ``ok`` (the stored copy stays
+    useful), so failure is read from the last attempt itself: an error kind, or a 4x, 5x
+    or 6x status.
+    """
+    condition = (
+        (Page.capsule_id == capsule_id)
+        & Page.fetched_at.is_not(None)
+        & Page.state.not_in(_NOT_FAILURES)
+        & (Page.error_kind.is_not(None) | (Page.status >= 40))
+    )
+    # The window count comes with the rows: one pass over the capsule's pages, not two.
+    query = (
+        select(
+            Page.url,
+            Page.fetched_at,
+            Page.status,
+            Page.error_kind,
+            Page.error_message,
+            Page.meta,
+            func.count().over(),
+        )
+        .where(condition)
+        .order_by(Page.fetched_at.desc(), Page.id.desc())
+        .limit(FAILING_LIMIT)
+    )
+    found = session.execute(query).all()
+    rows = tuple(
+        FailingPage(
+            url=url,
+            fetched_at=fetched_at,
+            status=status,
+            error_kind=kind,
+            message=message or meta,
+        )
+        for url, fetched_at, status, kind, message, meta, _ in found
+    )
+    return rows, found[0][-1] if found else 0
 
 
 def _host_row(capsule: Capsule, pages: int) -> HostRow:

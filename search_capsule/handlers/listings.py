@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gemserve.server import Response
 from search_capsule import paths, store_views
+from search_capsule.pages import atom, overview
 from search_capsule.pages import capsule as capsule_pages
 from search_capsule.pages import listings as pages
-from search_capsule.pages import overview
 from search_capsule.services import Call, Services
 from search_capsule.user_input import typed_url
 from sextant import urls
@@ -37,6 +37,11 @@ async def newest_hosts(services: Services, call: Call) -> Response:
 async def newest_pages(services: Services, call: Call) -> Response:
     listing = await services.store.cached(store_views.newest_pages)
     return Response.gemtext(pages.newest_pages(listing))
+
+
+async def newest_pages_atom(services: Services, call: Call) -> Response:
+    listing = await services.store.cached(store_views.newest_pages)
+    return Response.success(atom.newest_pages(listing, call.url, now=services.now()), atom.MIME)
 
 
 async def known_feeds(services: Services, call: Call) -> Response:

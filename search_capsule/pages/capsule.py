@@ -16,10 +16,19 @@ from search_capsule.pages.lines import (
     preformatted,
     text,
 )
-from search_capsule.store_views import CapsuleHealth, HostRow, Neighbour, RobotsFacts
+from search_capsule.store_views import (
+    CapsuleHealth,
+    FailingPage,
+    HostRow,
+    Neighbour,
+    RobotsFacts,
+)
+from sextant.display import one_line
 
 # robots.txt files can be long; the rules in force are listed in full above the excerpt.
 _ROBOTS_EXCERPT_CHARS = 4000
+# Error messages and metas run to a thousand characters; the start says what went wrong.
+_REASON_CHARS = 200
 
 
 def capsule_page(health: CapsuleHealth, *, now: datetime) -> str:
@@ -46,6 +55,7 @@ def capsule_page(health: CapsuleHealth, *, now: datetime) -> str:
             item(f"{status if status is not None else 'no response'}: {count:,}")
             for status, count in health.pages_by_status
         ]
+    lines += ["", *_failing(health)]
     lines += ["", *_robots(health.robots)]
     if health.user_robots:
         lines += ["", *_user_robots(health.user_robots)]
@@ -57,6 +67,41 @@ def capsule_page(health: CapsuleHealth, *, now: datetime) -> str:
         lines += [item(f"{scheme}: {count:,}") for scheme, count in health.other_schemes]
     lines += ["", link(paths.CAPSULE, "Another capsule"), link(paths.HOME, "Home")]
     return document(lines)
+
+
+def _failing(health: CapsuleHealth) -> list[str]:
+    """The URLs the crawler could not read and why, so the author can mend them."""
+    lines = [heading("URLs the crawler could not read", 2)]
+    total, shown = health.failing_total, len(health.failing)
+    if not total:
+        lines.append(text("None: the last fetch of every page worked."))
+    else:
+        which = f"the {shown:,} most recent" if shown < total else "the most recent first"
+        lines.append(text(f"{plural(total, 'URL')} failed at the last attempt; {which}:"))
+        prefix = f"gemini://{health.host.authority}"
+        lines += [link(page.url, _failure(page, prefix)) for page in health.failing]
+    # robots.txt and exclusion rules keep pages out on purpose: counted, not listed.
+    kept_out = dict(health.pages_by_state)
+    asked = [
+        plural(kept_out[state], "page") + " " + why
+        for state, why in (("disallowed", "robots.txt disallows"), ("excluded", "excluded by rule"))
+        if kept_out.get(state)
+    ]
+    if asked:
+        lines.append(text("Not failures, so not listed: " + ", ".join(asked) + "."))
+    return lines
+
+
+def _failure(page: FailingPage, prefix: str) -> str:
+    path = page.url.removeprefix(prefix)
+    where = path if path.startswith("/") else page.url
+    what = page.error_kind or str(page.status)
+    detail = one_line(page.message)
+    if len(detail) > _REASON_CHARS:
+        detail = detail[:_REASON_CHARS] + "…"
+    separator = ": " if page.error_kind else " "
+    reason = what + separator + detail if detail else what
+    return f"{where} — {reason} ({minute(page.fetched_at)})"
 
 
 def _robots(robots: RobotsFacts) -> list[str]:

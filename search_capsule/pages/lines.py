@@ -41,9 +41,14 @@ def quote(value: str) -> str:
 
 
 def link(url: str, label: str | None = None) -> str:
-    target = _URL_UNSAFE.sub(_percent_encoded, url)
+    target = safe_url(url)
     words = one_line(label)
     return f"=> {target} {words}" if words else f"=> {target}"
+
+
+def safe_url(url: str) -> str:
+    """``url`` with no blank or control in it: one token that leads to the same place."""
+    return _URL_UNSAFE.sub(_percent_encoded, url)
 
 
 def _percent_encoded(match: re.Match[str]) -> str:

@@ -64,15 +64,35 @@ def _page_label(row: PageRow) -> str:
 
 
 def newest_pages(listing: Listing) -> str:
+    """The newest pages as a Gemini subscription (gemsub) feed, so clients can follow it.
+
+    The companion spec "Subscribing to Gemini pages" reads the first level-1 heading as the
+    feed's title and every link whose label starts with a YYYY-MM-DD date as an entry; no
+    other line here has a dated label, so only pages are entries. The date is the day the
+    crawler first met the page, the only date the store keeps for every page.
+    """
     lines = [heading("Newest pages"), ""]
     if not listing.rows:
         lines += _empty_store("pages")
     else:
-        lines += [text(_shown(listing, "page") + " Newest discoveries first."), ""]
         lines += [
-            link(row.url, _page_label(row)) for row in listing.rows if isinstance(row, PageRow)
+            text(
+                _shown(listing, "page") + " Newest discoveries first, each dated the day the "
+                "crawler first met it."
+            ),
+            "",
         ]
-    lines += ["", _HOME]
+        lines += [
+            link(row.url, f"{day(row.when)} {row.title or row.url} ({row.display_host})")
+            for row in listing.rows
+            if isinstance(row, PageRow)
+        ]
+    lines += [
+        "",
+        text("Subscribe to this page in your client, or to the same list as an Atom feed:"),
+        link(paths.NEWEST_PAGES_ATOM, "Atom feed of the newest pages"),
+        _HOME,
+    ]
     return document(lines)
 
 

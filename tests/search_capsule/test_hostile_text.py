@@ -48,7 +48,7 @@ async def hostile_capsule(nursery, hostile_settings, tls_context):
         (f"/backlinks?{EVIL}", f"=> {EVIL} Sourdough {SHOWN}"),
         (f"/capsule?{EVIL_HOST}", f"# {SHOWN}"),  # the robots.txt comment, preformatted
         ("/known-hosts", "=> gemini://evil.example/ evil.example"),
-        ("/newest-pages", f"=> {EVIL} Sourdough {SHOWN}"),
+        ("/newest-pages", f"=> {EVIL} 2026-07-01 Sourdough {SHOWN} (evil.example)"),
         ("/known-feeds", f"=> {EVIL} Sourdough {SHOWN}"),
         ("/statistics", "* utf-8clear\ufffd[2J o"),
     ],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from datetime import date, datetime
 from urllib.parse import quote
+from xml.etree import ElementTree
 
 import pytest
 from sqlalchemy import select
@@ -12,6 +14,7 @@ from sqlalchemy.orm import Session
 from crawler.removals import forget
 from search_capsule.excludes import REMOVALS_TITLE, builtin_rules, operator_removals
 from search_capsule.pages.static import shipped_document
+from sextant.gemtext import feed_entries, is_gemsub
 from sextant.robots import RobotsPolicy
 from sextant.store.migrate import open_store
 from sextant.store.models import SeedRequest
@@ -19,6 +22,9 @@ from tests.search_capsule import space
 from tests.search_capsule.conftest import NOTES, start_capsule
 
 GEMTEXT = "text/gemini; charset=utf-8"
+ATOM = "{http://www.w3.org/2005/Atom}"
+# Gemsub: a link line whose label starts with an ISO date is an entry.
+DATED_LINK = re.compile(r"=> (\S+) ([0-9]{4}-[0-9]{2}-[0-9]{2}) (.+)")
 
 
 def result_urls(reply) -> list[str]:
@@ -256,11 +262,53 @@ async def test_host_and_page_listings(capsule):
     ]
     pages = await client.get("/newest-pages")
     assert result_urls(pages)[:2] == [space.BETA_FEED, space.ALPHA_LOG]
-    assert "Beta news (beta.example:1966, 2026-07-01)" in pages.text
+    assert "=> gemini://beta.example:1966/atom.xml 2026-07-01 Beta news (beta.example:1966)" in (
+        pages.text
+    )
     feeds = await client.get("/known-feeds")
     assert "## Atom feeds" in feeds.text
     assert "## Gemini subscriptions (gemsub)" in feeds.text
     assert result_urls(feeds) == [space.BETA_FEED, space.ALPHA_LOG]
+
+
+async def test_newest_pages_is_a_gemsub_feed_of_every_page_listed(capsule):
+    reply = await capsule.client.get("/newest-pages")
+    doc = reply.gemtext
+    assert is_gemsub(doc)
+    assert [h.text for h in doc.headings if h.level == 1] == ["Newest pages"]
+    pages = result_urls(reply)
+    assert len(pages) == 6 + NOTES
+    # Every page listed is an entry; no other line of ours reads as one.
+    assert [entry.url for entry in feed_entries(doc)] == pages
+    dated = [DATED_LINK.fullmatch(line) for line in reply.text.splitlines()]
+    days = [date.fromisoformat(m[2]) for m in dated if m]
+    assert [m[1] for m in dated if m] == pages
+    assert days == sorted(days, reverse=True)  # newest first
+    assert days[0] == space.NOW.date()  # the day the crawler first met the page
+    assert "=> /newest-pages.atom Atom feed of the newest pages" in reply.text
+
+
+async def test_newest_pages_as_atom_parse_and_match_the_gemsub_feed(capsule):
+    reply = await capsule.client.get("/newest-pages.atom")
+    assert (reply.status, reply.meta) == (20, "application/atom+xml")
+    feed = ElementTree.fromstring(reply.body)
+    assert feed.tag == ATOM + "feed"
+    self_url = capsule.client.url("/newest-pages.atom")
+    assert feed.findtext(ATOM + "id") == self_url
+    assert feed.findtext(ATOM + "title") == "Newest pages"
+    links = {link.get("rel"): link.get("href") for link in feed.findall(ATOM + "link")}
+    assert links == {"self": self_url, "alternate": capsule.client.url("/newest-pages")}
+    assert feed.findtext(ATOM + "updated") == "2026-07-01T00:00:00Z"  # the newest entry's
+    entries = feed.findall(ATOM + "entry")
+    gemsub = result_urls(await capsule.client.get("/newest-pages"))
+    assert [entry.findtext(ATOM + "id") for entry in entries] == gemsub
+    first = entries[0]
+    assert first.findtext(ATOM + "title") == "Beta news"
+    assert first.find(ATOM + "link").get("href") == space.BETA_FEED
+    assert first.findtext(ATOM + "author/" + ATOM + "name") == "beta.example:1966"
+    for entry in entries:
+        updated = entry.findtext(ATOM + "updated")
+        assert datetime.strptime(updated, "%Y-%m-%dT%H:%M:%SZ") <= space.NOW
 
 
 async def test_capsule_health(capsule):
@@ -279,11 +327,17 @@ async def test_capsule_health(capsule):
     assert "* ok: 3" in text
     assert "=> /capsule?beta.example%3A1966 beta.example:1966 (3 links)" in text
     assert "* https: 1" in text
+    assert "1 URL failed at the last attempt; the most recent first:" in text
+    assert "=> gemini://alpha.example/old.gmi /old.gmi — 51 (2026-06-30 12:00 UTC)" in text
+    assert "Not failures, so not listed: 1 page robots.txt disallows." in text
+    gamma = await capsule.client.answer("/capsule", "gamma.example")
+    assert "=> gemini://gamma.example/ / — connect-failed (2026-07-01 06:00 UTC)" in gamma.text
     # No port given and the host has only one capsule, on another port: that one.
     beta = await capsule.client.get("/capsule?beta.example")
     assert beta.gemtext.title == "Capsule beta.example:1966"
     assert "EXPIRED" in beta.text
     assert "There is none (status 5x)" in beta.text
+    assert "None: the last fetch of every page worked." in beta.text
     # A URL, or the unicode name, work as well as the punycode host.
     by_url = await capsule.client.get("/capsule?" + quote("gemini://bücher.example/x"))
     assert by_url.gemtext.title == "Capsule bücher.example"

@@ -108,6 +108,11 @@ def test_capsule_health(session):
     assert [(n.display, n.links) for n in health.outbound] == [("beta.example:1966", 1)]
     assert health.outbound[0].query == "beta.example:1966"
     assert dict(health.other_schemes) == {"gopher": 1, "https": 1}
+    # The 51 is a failure the author can mend; the page robots.txt forbids is not one.
+    assert [(f.url, f.status, f.error_kind) for f in health.failing] == [
+        ("gemini://alpha.example/old.gmi", 51, None)
+    ]
+    assert health.failing_total == 1
 
 
 def test_capsule_health_of_unknown_and_unreached_capsules(session):
@@ -119,6 +124,9 @@ def test_capsule_health_of_unknown_and_unreached_capsules(session):
     assert not gamma.robots.readable
     assert gamma.robots.status is None
     assert gamma.inbound == gamma.outbound == ()
+    assert [(f.url, f.status, f.error_kind) for f in gamma.failing] == [
+        ("gemini://gamma.example/", None, "connect-failed")
+    ]
 
 
 def test_empty_store_gives_empty_answers(db_url):
