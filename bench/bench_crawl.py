@@ -11,7 +11,9 @@ as Gemini requires):
    concurrency, run just before and just after the crawl: the ceiling the server and TLS
    allow, and the ratio crawler/bare against their mean (target >= 0.5 on two cores);
 3. peak RSS of ``sextant crawl`` working on a generated frontier of 1,000,000 URLs
-   (target < 300 MB): the frontier lives in the database, RAM holds a bounded window.
+   (target < 300 MB): the frontier lives in the database, RAM holds a bounded window;
+   and the time of one 50-row claim on it against one on 1,000 URLs (a bounded prefix of
+   the due index: about the same; the unit test counts SQLite's steps instead of time).
 
 Run: ``.venv/bin/python -m bench.bench_crawl [--quick]``.
 """
@@ -38,6 +40,7 @@ import trio
 from sqlalchemy import func, insert, select
 
 from bench.peak_rss import run_measured
+from crawler.frontier import Frontier
 from gemserve.server import Request, Response, ServerLimits, serve
 from sextant.store import Capsule, FrontierEntry, Page, utcnow
 from sextant.store.migrate import open_store
@@ -324,9 +327,25 @@ def generate_frontier(server: SpaceProcess, data_dir: Path, urls: int) -> float:
     return time.perf_counter() - started
 
 
+def claim_ms(data_dir: Path) -> float:
+    """Milliseconds for one 50-row claim, the crawler's first query on a frontier; the rows
+    are given back, so the crawl that follows starts from the same frontier."""
+    engine = open_store(f"sqlite:///{data_dir / 'sextant.db'}")
+    frontier = Frontier(engine, "bench")
+    started = time.perf_counter()
+    frontier.claim(50)
+    seconds = time.perf_counter() - started
+    frontier.release_all()
+    engine.dispose()
+    return seconds * 1e3
+
+
 def big_frontier(server: SpaceProcess, work: Path, urls: int, seconds: float) -> dict[str, float]:
     data_dir = work / "frontier"
+    generate_frontier(server, work / "small-frontier", 1_000)
+    small_claim = claim_ms(work / "small-frontier")
     generated = generate_frontier(server, data_dir, urls)
+    large_claim = claim_ms(data_dir)
     child = run_child(
         crawl_command(data_dir, server.pins(), "--max-time", str(seconds), "--max-depth", "50")
     )
@@ -345,6 +364,8 @@ def big_frontier(server: SpaceProcess, work: Path, urls: int, seconds: float) ->
         "frontier_crawl_peak_rss_mb": child.peak_rss_mb,
         "frontier_pages_fetched": float(fetched),
         "frontier_left": float(left),
+        "claim_50_ms_on_1000_urls": small_claim,
+        "claim_50_ms_on_frontier": large_claim,
     }
 
 
@@ -395,6 +416,10 @@ def run(*, quick: bool = False) -> dict[str, float | str]:
         f"{figures['frontier_pages_fetched']:.0f} fetched, {figures['frontier_left']:.0f} left"
     )
     print(frontier_line)
+    print(
+        f"claim of 50 rows: {figures['claim_50_ms_on_frontier']:.1f} ms on {frontier_urls:,} "
+        f"URLs, {figures['claim_50_ms_on_1000_urls']:.1f} ms on 1,000"
+    )
     print(f"(benchmark process itself: {own:.0f} MB)")
     return figures
 

@@ -8,18 +8,27 @@ so these numbers bound crawl throughput on the CPU side. Run:
 Input is generated (seeded, so runs are comparable): a 1 MiB page mixing the line
 types in the proportions of real capsules, and ~100k links of the shapes seen in the
 wild (relative, absolute, dot segments, percent-escapes, IDN hosts, other schemes).
+
+Two ratios that were unit tests once (a ratio of timings flakes on a loaded machine, so
+they are printed here instead): how parsing time grows from a 1 MiB page to the same page
+four times over (linear is 4x, a quadratic step 16x), and what a page of four 1 MiB link
+"URLs" of accented letters costs ``crawler.content.analyse`` against prose of the same size
+(30x before such links were refused unread, about 1x after).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import time
 import urllib.parse
 from collections.abc import Callable
 
+from crawler.content import analyse
 from sextant import gemtext, urls
+from sextant.protocol import MimeType
 
 PAGE_BYTES = 1024 * 1024
 
@@ -124,6 +133,46 @@ def _median_seconds(fn: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
+def _best_of_interleaved(
+    first: Callable[[], object], second: Callable[[], object], runs: int
+) -> tuple[float, float]:
+    """The best time of each, taken in turns so that both meet the same load from other
+    work, with the cyclic garbage collector off: its passes grow with whatever else is
+    alive, not with the work measured."""
+    times: tuple[list[float], list[float]] = ([], [])
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(runs):
+            for fn, sink in ((first, times[0]), (second, times[1])):
+                start = time.perf_counter()
+                fn()
+                sink.append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return min(times[0]), min(times[1])
+
+
+def parse_growth(runs: int) -> tuple[float, float]:
+    """Seconds to parse a 1 MiB page of every line type, and the same page four times over."""
+    block = "# H\npara text here\n=> gemini://x.example/a/b Label\n* item\n> quote\n```\npre\n```\n"
+    page = block * (1024 * 1024 // len(block))
+    bigger = page * 4
+    return _best_of_interleaved(lambda: gemtext.parse(page), lambda: gemtext.parse(bigger), runs)
+
+
+def huge_links_cost(runs: int) -> tuple[float, float]:
+    """Seconds for ``analyse`` of four 1 MiB link "URLs" of accented letters, and of prose of
+    the same size: such a link is refused as it is read, never percent-encoded in full."""
+    base = urls.parse("gemini://example.org/dir/page.gmi")
+    gemini = MimeType.parse("text/gemini")
+    huge = (("=> " + "é" * 512 * 1024 + " Huge\n") * 4 + "=> /fine Fine\n").encode()
+    prose = ("word " * (len(huge) // 5)).encode()
+    return _best_of_interleaved(
+        lambda: analyse(base, huge, gemini), lambda: analyse(base, prose, gemini), runs
+    )
+
+
 def run(*, quick: bool = False, seed: int = 1965, links: int | None = None) -> dict[str, float]:
     """Print the report and return the headline figures for ``python -m bench``."""
     rng = random.Random(seed)
@@ -137,6 +186,17 @@ def run(*, quick: bool = False, seed: int = 1965, links: int | None = None) -> d
     print(
         f"gemtext.parse: {size_mb:.2f} MB, {page.count(chr(10))} lines, {len(doc.links)} links: "
         f"median {parse_s * 1e3:.1f} ms over {runs} runs = {size_mb / parse_s:.0f} MB/s"
+    )
+
+    one, four = parse_growth(runs)
+    print(
+        f"gemtext.parse growth: 1 MiB {one * 1e3:.0f} ms, 4 MiB {four * 1e3:.0f} ms = "
+        f"{four / one:.1f}x (linear 4x, quadratic 16x; best of {runs}, interleaved)"
+    )
+    hostile, friendly = huge_links_cost(runs)
+    print(
+        f"analyse, four 1 MiB link URLs: {hostile * 1e3:.0f} ms against "
+        f"{friendly * 1e3:.0f} ms for as much prose = {hostile / friendly:.1f}x"
     )
 
     base = urls.parse("gemini://example.org/~alice/log/2024/index.gmi")
@@ -163,6 +223,8 @@ def run(*, quick: bool = False, seed: int = 1965, links: int | None = None) -> d
     return {
         "gemtext.parse 1 MiB page (ms, median)": parse_s * 1e3,
         "gemtext.parse throughput (MB/s)": size_mb / parse_s,
+        "gemtext.parse time, 4 MiB over 1 MiB (x, linear 4)": four / one,
+        "analyse, four 1 MiB link URLs over as much prose (x)": hostile / friendly,
         "urls.normalize (µs/call)": normalize_us,
         "urls.resolve, GeminiURL base (µs/call)": resolve_us,
         "urls.resolve, str base (µs/call)": resolve_str_us,

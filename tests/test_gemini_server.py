@@ -192,7 +192,9 @@ async def test_slow_drip_drips(hostile):
     body_chunks = [(at, data) for at, data in reply.chunks if not data.startswith(b"20 ")]
     assert len(body_chunks) == 6  # one byte per piece
     gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(body_chunks)]
-    assert min(gaps) >= 0.04
+    # Spaced by the 0.05 s interval as the client saw it: half of that allows for a read
+    # that a loaded machine ran late, and still tells a drip from one burst.
+    assert min(gaps) >= 0.025
     assert reply.close_notify
 
     header_drip = await get(hostile, "hostile.test", "/drip-header")

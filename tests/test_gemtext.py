@@ -1,8 +1,6 @@
 """sextant.gemtext: every line type, malformed input, feeds, and hypothesis properties."""
 
 import datetime
-import gc
-import time
 import tracemalloc
 
 import pytest
@@ -280,23 +278,6 @@ def test_very_long_lines():
     assert len(doc.text) == 200_000 + 300_000 + 500_000 + 2
 
 
-def test_parsing_time_grows_linearly_with_page_size():
-    """A quadratic step would make a hostile 5 MiB page stall the crawler; absolute
-    speed is measured by bench/bench_gemtext.py, not asserted under a busy CI."""
-    block = "# H\npara text here\n=> gemini://x.example/a/b Label\n* item\n> quote\n```\npre\n```\n"
-    page = block * (1024 * 1024 // len(block))
-    # Interleaved, so that both sizes meet the same load from other tests; the best of
-    # each. Linear growth is 4x, quadratic 16x; a loaded CI machine once measured 9.5x
-    # with the two sizes timed one after the other.
-    ones, fours = [], []
-    for _ in range(3):
-        ones.append(_timed(gemtext.parse, page))
-        fours.append(_timed(gemtext.parse, page * 4))
-    one, four = min(ones), min(fours)
-    assert one < 1.0
-    assert four < 10 * one, (one, four)
-
-
 def test_link_cap_keeps_the_first_line_of_each_url_and_counts_the_others():
     page = "".join(f"=> /{n % 3000} L{n}\n" for n in range(6000)) + "=> /0 again\n"
     doc = gemtext.parse(page, max_links=2000)
@@ -348,19 +329,6 @@ def test_a_page_of_tiny_lines_costs_a_small_multiple_of_its_size(line):
     finally:
         tracemalloc.stop()
     assert peak < 5 * len(page), peak / len(page)
-
-
-def _timed(fn, arg):
-    """Seconds for ``fn(arg)``, without the cyclic garbage collector, whose passes grow
-    with everything alive in the test process rather than with the parse."""
-    gc.collect()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        fn(arg)
-        return time.perf_counter() - start
-    finally:
-        gc.enable()
 
 
 # --- feeds (gemsub) -------------------------------------------------------------------

@@ -104,7 +104,7 @@ async def test_no_crlf_is_answered_with_59_after_the_request_timeout(nursery, tl
     reply = await exchange(address, url_of(address).encode())  # no terminator, then wait
     assert reply.status == 59
     assert "within 0.3 seconds" in reply.meta
-    assert 0.25 < reply.elapsed < 2.0
+    assert 0.25 < reply.elapsed < 3.0  # 10 x the timeout: room for a loaded machine
 
 
 async def test_slow_client_is_cut_by_the_request_timeout(nursery, tls_context):
@@ -114,7 +114,8 @@ async def test_slow_client_is_cut_by_the_request_timeout(nursery, tls_context):
     async with trio.open_nursery() as inner:
 
         async def drip() -> None:
-            for byte in url_of(address).encode():
+            # Faster than the timeout byte by byte, about 13 s for the whole line.
+            for byte in url_of(address, "/" + "a" * 100).encode():
                 await stream.send_all(bytes([byte]))
                 await trio.sleep(0.1)
 
@@ -124,16 +125,17 @@ async def test_slow_client_is_cut_by_the_request_timeout(nursery, tls_context):
     reply.finished = time.monotonic()
     await trio.aclose_forcefully(stream)
     assert reply.status == 59
-    assert 0.25 < reply.elapsed < 2.0
+    # Cut by the 0.3 s timeout for the whole line, not one that restarts with each byte.
+    assert 0.25 < reply.elapsed < 3.0
 
 
 async def test_client_that_never_handshakes_is_dropped(nursery, tls_context):
     address = await start(nursery, tls_context, limits=ServerLimits(request_timeout=0.3))
     tcp = await trio.open_tcp_stream(*address)
     started = time.monotonic()
-    with trio.fail_after(3):
+    with trio.fail_after(10):
         assert await tcp.receive_some(100) == b""  # the server closed the TCP connection
-    assert 0.25 < time.monotonic() - started < 2.0
+    assert 0.25 < time.monotonic() - started < 3.0  # 10 x the timeout: a loaded machine
     await tcp.aclose()
 
 
@@ -170,7 +172,8 @@ async def test_streaming_body_arrives_in_pieces(nursery, tls_context):
     assert reply.header == b"20 text/plain\r"
     assert reply.body == b"".join(f"chunk {n}\n".encode() for n in range(4))
     assert len(reply.chunks) >= 4
-    assert reply.chunks[-1][0] - reply.chunks[0][0] >= 0.15
+    # Three 0.05 s pauses as the client saw them: 0.1 allows for a first read run late.
+    assert reply.chunks[-1][0] - reply.chunks[0][0] >= 0.1
     assert reply.close_notify
 
 
@@ -444,7 +447,7 @@ async def test_a_crowded_server_gives_new_connections_a_short_deadline(nursery, 
     reply.finished = time.monotonic()
     assert reply.status == 59
     assert reply.meta == "request not received within 0.3 seconds"
-    assert reply.elapsed < 2.0
+    assert reply.elapsed < 3.0  # 10 x the crowded deadline, far from the usual 10 s
     await trio.aclose_forcefully(late)
     for tcp in early:
         await tcp.aclose()

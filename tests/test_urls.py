@@ -223,6 +223,7 @@ def test_hostile_megabyte_is_refused_quickly():
     start = time.perf_counter()
     with pytest.raises(InvalidURL):
         urls.parse(raw)
+    # Refused on its length, in microseconds: 0.5 s leaves a loaded machine plenty of room.
     assert time.perf_counter() - start < 0.5
 
 

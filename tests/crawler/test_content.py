@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import time
 
 import pytest
 
 from crawler.content import MAX_LINKS_PER_PAGE, analyse, decode
+from sextant import gemtext
 from sextant.protocol import MimeType
 from sextant.urls import parse
 
@@ -200,24 +200,15 @@ def test_repeated_and_equivalent_links_do_not_count_against_the_cap():
 
 def test_a_megabyte_long_url_is_invalid_without_being_resolved():
     """Resolving percent-encodes and normalizes the whole reference: on four 1 MB links of
-    accented letters that took 30 times as long as reading a page of prose (measured)."""
+    accented letters that took 30 times as long as reading a page of prose (measured; the
+    ratio is printed by bench/bench_gemtext.py, a timing ratio flakes on a loaded machine).
+    Here: the parser sets them aside as oversized, so they never reach resolution."""
     huge = ("=> " + "é" * 512 * 1024 + " Huge\n") * 4 + "=> /fine Fine\n"
-    prose = "word " * (len(huge.encode()) // 5)
     content = run(huge.encode())
     assert [link.url for link in content.links] == ["gemini://example.org/fine"]
     assert content.invalid_links == 4
-    # Interleaved, the best of three of each: loose enough for a loaded machine.
-    hostile, friendly = [], []
-    for _ in range(3):
-        hostile.append(_seconds(run, huge.encode()))
-        friendly.append(_seconds(run, prose.encode()))
-    assert min(hostile) < 5 * min(friendly) + 0.1, (hostile, friendly)
-
-
-def _seconds(fn, *args):
-    started = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - started
+    parsed = gemtext.parse(huge, max_links=MAX_LINKS_PER_PAGE)
+    assert ([link.url for link in parsed.links], parsed.links_oversized) == (["/fine"], 4)
 
 
 def test_plain_text_title_is_first_non_empty_line_and_it_has_no_links():

@@ -72,7 +72,7 @@ async def alpha():
             "/one-over": huge_body(64 * KIB + 1),
             "/drip": slow_drip(0.05, b"x" * 200),
             "/quick-drip": slow_drip(0.005, b"y" * 20 * KIB, chunk_size=2 * KIB),
-            "/steady-drip": slow_drip(0.05, b"z" * 40 * KIB, chunk_size=2 * KIB),
+            "/steady-drip": slow_drip(0.05, b"z" * 400 * KIB, chunk_size=2 * KIB),  # 10 s
             "/stall": stall_before_header(30),
             "/lf-only": header_without_crlf(b"# LF only\n"),
             "/no-newline-closed": header_without_crlf(b"", terminator=b""),
@@ -111,7 +111,7 @@ async def test_success_with_close_notify(alpha):
     assert result.certificate.fingerprint_sha256 == alpha["alpha.test"].capsule.fingerprint
     assert result.certificate.names == ("alpha.test",)
     assert result.bytes_read == len(b"20 text/gemini; charset=utf-8\r\n") + len(PAGE)
-    assert 0 < result.duration < 2
+    assert 0 < result.duration < 2  # seconds of this fetch (milliseconds here), not a clock
 
 
 async def test_missing_close_notify_keeps_body_and_marks_it(alpha):
@@ -128,7 +128,7 @@ async def test_endless_body_is_cut_at_the_size_limit(alpha):
     assert result.truncated is True
     assert len(result.body) == 64 * KIB
     assert result.body.startswith(b"All work and no play.\n")
-    assert result.duration < 2
+    assert result.duration < 2  # cut at the size, in milliseconds; not FAST's 5 s in total
 
 
 async def test_size_limit_boundary(alpha):
@@ -150,7 +150,9 @@ async def test_slow_drip_is_cut_by_the_minimum_rate(alpha):
     assert result.header.status == 20
     assert 0 < len(result.body) < 200  # what arrived is kept for the record
     assert result.possibly_truncated
-    assert 0.4 < result.duration < 2
+    # Cut once rate_grace (0.5 s) is over; the bound, far from that on a loaded machine,
+    # stays below FAST's 5 s in total and the drip's own 10 s.
+    assert 0.4 < result.duration < 4
 
 
 async def test_a_drip_fast_enough_is_read_whole(alpha):
@@ -165,7 +167,7 @@ async def test_total_timeout_cuts_a_fast_enough_drip(alpha):
     assert isinstance(result.error, FetchTimeout)
     assert "in total" in str(result.error)
     assert result.possibly_truncated
-    assert result.duration < 1.5
+    assert result.duration < 3  # 10 x the timeout, well before the drip's 10 s
 
 
 async def test_stall_before_header_times_out(alpha):
@@ -175,7 +177,7 @@ async def test_stall_before_header_times_out(alpha):
     assert "no complete header line within 0.3 s (0 bytes" in str(result.error)
     assert result.header is None
     assert result.certificate is not None  # the TLS part worked and is on record
-    assert result.duration < 1.5
+    assert result.duration < 3  # 10 x the timeout, before the 5 s in total and the 30 s stall
 
 
 # --- headers ------------------------------------------------------------------------------------
@@ -257,7 +259,7 @@ async def test_image_header_only_and_connection_closed_quickly(alpha):
     assert result.body is None
     assert result.mime.essence == "image/png"
     assert result.bytes_read < 256 * KIB  # closed at once, not read to any limit
-    assert result.duration < 1
+    assert result.duration < 1  # milliseconds; 1 s leaves room for a loaded machine
 
 
 @pytest.mark.parametrize(
@@ -324,7 +326,7 @@ async def test_silent_tcp_server_is_a_connect_timeout(nursery):
     result = await fetch(parse(f"gemini://silent.test:{port}/"), address=address, limits=limits)
     assert isinstance(result.error, FetchTimeout)
     assert "no TLS connection" in str(result.error)
-    assert result.duration < 1.5
+    assert result.duration < 3  # 10 x the timeout, far from the silent server's 30 s
 
 
 async def test_cancellation_propagates(alpha):

@@ -77,7 +77,7 @@ async def test_another_address_is_not_queued_behind_one_address_costly_searches(
     assert order.index("simple") <= 1, order
     assert queued == 1  # one attacker search held a place in the queue; 39 waited behind it
     answered = dict(finished)["simple"] - opened
-    assert answered < 1.0
+    assert answered < 5.0  # the order above is the check; 5 s: loose for a loaded machine
 
 
 async def send_search(running, path: str, query: str, *, running_search: bool = False):
@@ -215,7 +215,7 @@ async def test_thousands_of_idle_connections_from_one_address_do_not_delay_anoth
             tcp.socket.close()
     assert reply.status == 20
     assert f"{NOTES} results" in reply.text
-    assert elapsed < 1.0  # before: 7-17 s
+    assert elapsed < 3.0  # before: 7-17 s; now a few hundredths (3 s: a loaded machine)
     assert HOST  # the capsule listens on 127.0.0.1; every client above is on loopback
 
 
