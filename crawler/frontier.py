@@ -37,6 +37,7 @@ from sqlalchemy import (
 )
 
 from sextant.store import Capsule, FrontierEntry, Page, UserRobots, utcnow
+from sextant.store.batches import in_batches
 from sextant.urls import GeminiURL, scope_of
 
 PAGES = Page.__table__
@@ -46,7 +47,6 @@ USER_ROBOTS = UserRobots.__table__
 
 # Chunk size for ``IN (...)`` lists: well below SQLite's 32,766 bound variables and small
 # enough that PostgreSQL plans stay cheap.
-_CHUNK = 500
 # Capsules to skip in one claim, at most; past that the claim just returns a few rows the
 # window will hold for a while, which is harmless.
 _MAX_EXCLUDED = 5000
@@ -223,7 +223,7 @@ class Frontier:
         """Give rows back unchanged: they are due again for anyone."""
         released = 0
         with self.engine.begin() as conn:
-            for chunk in _chunks(list(ids)):
+            for chunk in in_batches(list(ids)):
                 result = conn.execute(
                     update(FRONTIER)
                     .where(FRONTIER.c.id.in_(chunk), FRONTIER.c.lease_owner == self.owner)
@@ -303,7 +303,7 @@ def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
     f, p, c = FRONTIER, PAGES, CAPSULES
     items: list[FrontierItem] = []
     capsules: dict[int, CapsuleInfo] = {}
-    for chunk in _chunks(ids):
+    for chunk in in_batches(ids):
         rows = conn.execute(
             select(
                 f.c.id,
@@ -369,7 +369,7 @@ def _load_claim(conn: Connection, ids: Sequence[int]) -> Claim:
 def _with_user_robots(conn: Connection, capsules: dict[int, CapsuleInfo]) -> dict[int, CapsuleInfo]:
     """The claimed capsules with their pubnix users' stored robots.txt files."""
     found: dict[int, list[StoredRobots]] = {}
-    for chunk in _chunks(list(capsules)):
+    for chunk in in_batches(list(capsules)):
         rows = conn.execute(select(USER_ROBOTS).where(USER_ROBOTS.c.capsule_id.in_(chunk)))
         for row in rows:
             found.setdefault(row.capsule_id, []).append(
@@ -379,11 +379,6 @@ def _with_user_robots(conn: Connection, capsules: dict[int, CapsuleInfo]) -> dic
         key: replace(info, user_robots=tuple(found[key])) if key in found else info
         for key, info in capsules.items()
     }
-
-
-def _chunks(values: Sequence[Any], size: int = _CHUNK) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(values), size):
-        yield values[start : start + size]
 
 
 # --- recording URLs: capsules, pages and frontier rows --------------------------------------
@@ -445,7 +440,7 @@ class CapsuleIds:
         missing = [key for key in wanted if key not in self._ids]
         if not missing:
             return
-        for chunk in _chunks(missing, 200):
+        for chunk in in_batches(missing, 200):
             rows = conn.execute(_FIND_CAPSULES, {"hosts": sorted({host for host, _ in chunk})})
             for row in rows:
                 self._ids[(row.host, row.port)] = row.id
@@ -473,7 +468,7 @@ class CapsuleIds:
 
 def find_pages(conn: Connection, urls: Collection[str]) -> dict[str, PageRef]:
     found: dict[str, PageRef] = {}
-    for chunk in _chunks(list(urls)):
+    for chunk in in_batches(list(urls)):
         for row in conn.execute(_FIND_PAGES, {"urls": chunk}):
             found[row.url] = PageRef(
                 row.id,

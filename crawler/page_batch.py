@@ -38,13 +38,13 @@ from crawler.messages import MAX_REDIRECTS, FetchRecord
 from sextant.errors import InvalidURL
 from sextant.protocol import Status
 from sextant.store import Link
+from sextant.store.batches import in_batches
 from sextant.urls import GeminiURL, parse, resolve, scheme_of, scope_of
 
 if TYPE_CHECKING:
     from crawler.writer import Writer
 
 LINKS = Link.__table__
-_CHUNK = 500
 # A writer batch is stored in groups of pages carrying at most this many links together (a
 # page alone may carry up to MAX_LINKS_PER_PAGE): 64 pages at the cap would otherwise put
 # 128,000 links, their targets and their rows in memory at once. Storing group after group
@@ -133,16 +133,12 @@ class _Plan:
     """What storing one record will do, worked out before any write."""
 
     record: FetchRecord
-    page: Row[Any]
+    page: Row[*tuple[Any, ...]]
     url: GeminiURL
     values: dict[str, object]
     temporary: bool
     links: Sequence[ExtractedLink] | None = None  # None: the page's links stay as they are
     gemini: dict[str, GeminiURL] = field(default_factory=dict)
-
-
-def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
-    return [values[start : start + _CHUNK] for start in range(0, len(values), _CHUNK)]
 
 
 def _groups(records: Sequence[FetchRecord]) -> list[Sequence[FetchRecord]]:
@@ -194,14 +190,16 @@ class PageBatch:
 
     # --- planning ----------------------------------------------------------------------------
 
-    def _load_pages(self, ids: list[int]) -> dict[int, Row[Any]]:
-        found: dict[int, Row[Any]] = {}
-        for chunk in _chunks(ids):
+    def _load_pages(self, ids: list[int]) -> dict[int, Row[*tuple[Any, ...]]]:
+        found: dict[int, Row[*tuple[Any, ...]]] = {}
+        for chunk in in_batches(ids):
             for row in self.conn.execute(_SELECT_PAGES, {"ids": list(chunk)}):
                 found[row.id] = row
         return found
 
-    def _plan(self, record: FetchRecord, page: Row[Any], targets: dict[str, _Target]) -> _Plan:
+    def _plan(
+        self, record: FetchRecord, page: Row[*tuple[Any, ...]], targets: dict[str, _Target]
+    ) -> _Plan:
         url = parse(page.url)
         # A header followed by a failure (a drip cut mid-body, a 2x whose meta is no MIME
         # type) is a failed fetch: the attempt keeps the header, the page does not.
@@ -395,8 +393,8 @@ class PageBatch:
         lost anchor text)."""
         relinked = [plan for plan in plans if plan.links is not None]
         fetched_before = [plan.page.id for plan in relinked if plan.page.fetched_at is not None]
-        old: dict[int, list[Row[Any]]] = {}
-        for chunk in _chunks(fetched_before):
+        old: dict[int, list[Row[*tuple[Any, ...]]]] = {}
+        for chunk in in_batches(fetched_before):
             for row in self.conn.execute(_SELECT_LINKS, {"ids": list(chunk)}):
                 old.setdefault(row.source_id, []).append(row)
         # Only pages the index may hold need to know: one never fetched has nothing indexed
@@ -446,11 +444,11 @@ class PageBatch:
                 and target != page_id
                 and target not in unfetched
             )
-        for chunk in _chunks(replaced):
+        for chunk in in_batches(replaced):
             self.conn.execute(_DELETE_LINKS, {"ids": list(chunk)})
         if rows:
             self.conn.execute(_INSERT_LINKS, rows)
-        for chunk in _chunks(sorted(touched)):
+        for chunk in in_batches(sorted(touched)):
             self.conn.execute(_TOUCH_PAGES, {"ids": list(chunk), "now": self.now})
 
     # --- duplicates and the page rows ----------------------------------------------------------
@@ -464,7 +462,7 @@ class PageBatch:
             return
         in_batch = {plan.page.id for plan in plans}
         first: dict[str, int] = {}
-        for chunk in _chunks(sorted(hashes)):
+        for chunk in in_batches(sorted(hashes)):
             for row in self.conn.execute(_WITH_HASHES, {"hashes": list(chunk)}):
                 if row.id in in_batch:  # its stored hash may be about to change
                     continue

@@ -48,6 +48,7 @@ from crawler.rejudge import rejudge_robots, settled_values
 from crawler.tofu import judge
 from sextant.errors import StoreError
 from sextant.store import CertificateEvent, FetchAttempt, utcnow
+from sextant.store.batches import in_batches
 from sextant.tls import CertificateFacts
 
 log = logging.getLogger(__name__)
@@ -174,8 +175,8 @@ class Writer:
                 conn.execute(_RETRY_ROWS, self._retries)
             if self._postponed:
                 conn.execute(_POSTPONE_ROWS, self._postponed)
-            for start in range(0, len(self._finished), 500):
-                conn.execute(_DELETE_ROWS, {"ids": self._finished[start : start + 500]})
+            for chunk in in_batches(self._finished):
+                conn.execute(_DELETE_ROWS, {"ids": chunk})
             for capsule_id, values in self._capsule_facts.items():
                 conn.execute(_UPDATE_CAPSULE, {"cid": capsule_id, **values})
 
@@ -329,11 +330,11 @@ class Writer:
         }
         if message.attempted:
             values["attempts"] = FRONTIER.c.attempts + 1
-        for start in range(0, len(ids), 500):
+        for chunk in in_batches(ids):
             conn.execute(
                 update(FRONTIER)
                 .where(
-                    FRONTIER.c.id.in_(ids[start : start + 500]),
+                    FRONTIER.c.id.in_(chunk),
                     FRONTIER.c.lease_owner == self.owner,
                 )
                 .values(**values)
