@@ -17,6 +17,7 @@ of what was not done are given back, so the next run starts exactly where this o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -34,7 +35,7 @@ from sqlalchemy import Engine, insert, update
 
 from crawler.admission import EXCLUDED, OUTSIDE, Admission, Verdict, load_exclusions
 from crawler.content import Content, analyse, decode, detect_language
-from crawler.fetch import FetchLimits, FetchResult, fetch
+from crawler.fetch import FetchResult, fetch
 from crawler.frontier import Claim, Frontier, FrontierItem, lock_frontier
 from crawler.messages import (
     MAX_REDIRECTS,
@@ -45,7 +46,7 @@ from crawler.messages import (
     Skipped,
 )
 from crawler.options import CrawlOptions
-from crawler.politeness import HostSlot, PolitenessRules, Scheduler
+from crawler.politeness import HostSlot, Scheduler
 from crawler.progress import CrawlStats, FetchLog, StatusDisplay, status_line, summary_table
 from crawler.removals import adopt_removals
 from crawler.resolver import Resolver
@@ -173,11 +174,8 @@ class Crawl:
     ) -> None:
         self.store = store
         self.options = options
-        try:
-            self.rules = PolitenessRules(**dict(options.politeness))
-            self.limits = FetchLimits(**dict(options.fetch_limits))
-        except TypeError as exc:
-            raise ConfigError(f"unknown crawl setting: {exc}") from None
+        self.rules = options.politeness
+        self.limits = options.fetch_limits
         self.robots_limits = dataclasses.replace(
             self.limits, max_body_bytes=min(self.limits.max_body_bytes, _ROBOTS_MAX_BYTES)
         )
@@ -814,7 +812,7 @@ class Crawl:
             allowed = self.robots.allows(url, key)
             if allowed is None:
                 outcome, requested = await self.robots.refresh(
-                    key, lambda key=key: self._fetch_robots(slot, url, key[1])
+                    key, functools.partial(self._fetch_robots, slot, url, key[1])
                 )
                 await self._after_robots(slot, item, outcome, requested)
                 return None
