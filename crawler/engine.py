@@ -46,11 +46,12 @@ from crawler.messages import (
     Skipped,
 )
 from crawler.options import CrawlOptions
-from crawler.politeness import HostSlot, Scheduler
+from crawler.politeness import HostSlot
 from crawler.progress import CrawlStats, FetchLog, StatusDisplay, status_line, summary_table
 from crawler.removals import adopt_removals
 from crawler.resolver import Resolver
 from crawler.robots_cache import RobotsCache, RobotsFetch, pubnix_user, robots_path
+from crawler.scheduler import Scheduler
 from crawler.seeds import (
     enqueue_recrawls,
     enqueue_seeds,
@@ -62,7 +63,7 @@ from crawler.seeds import (
 from crawler.writer import MAX_BATCH, Writer
 from sextant.config import Settings
 from sextant.errors import AddressRefused, ConfigError, ConnectFailed, FetchError, InvalidURL
-from sextant.protocol import Family, slow_down_seconds
+from sextant.protocol import Family
 from sextant.robots import parse_robots_response
 from sextant.store import Run, utcnow
 from sextant.store.migrate import open_store
@@ -98,6 +99,15 @@ class _ClaimRequest:
     exclude: frozenset[int]
     done: trio.Event = field(default_factory=trio.Event)
     result: Claim | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreachable:
+    """A capsule whose address could not be looked up: a connection failure of the
+    capsule, which may have parked it until ``parked``."""
+
+    error: ConnectFailed
+    parked: datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,10 +406,11 @@ class Crawl:
             slot = self.scheduler.get_slot(capsule.id)
             if slot is None:
                 slot = self.scheduler.slot(capsule.id, capsule.host, capsule.port)
-                slot.address = capsule.address
-                slot.failures = capsule.consecutive_failures
-                if capsule.crawl_delay is not None:
-                    slot.crawl_delay = capsule.crawl_delay
+                slot.restore(
+                    address=capsule.address,
+                    failures=capsule.consecutive_failures,
+                    crawl_delay=capsule.crawl_delay,
+                )
                 self.robots.prime(
                     capsule.id,
                     status=capsule.robots_status,
@@ -420,13 +431,7 @@ class Crawl:
                 # Spacing holds across runs and workers too: the last request anyone made
                 # is in the store. A slot this process kept is idle: it had let the capsule
                 # go, and another worker may have asked it since.
-                since = (now - capsule.last_attempt_at).total_seconds()
-                slot.next_allowed = max(
-                    slot.next_allowed, trio.current_time() + max(0.0, slot.delay - since)
-                )
-                ahead = slot.next_allowed - trio.current_time()
-                if ahead > self.rules.max_hold:
-                    slot.deferred_until = now + timedelta(seconds=ahead)
+                slot.space_from(capsule.last_attempt_at, now)
             until = slot.deferred_until
             if capsule.parked_until is not None and capsule.parked_until > now:
                 until = max(until or now, capsule.parked_until)
@@ -595,7 +600,7 @@ class Crawl:
                 return
             self._budget -= 1
         address = await self._address(slot, url)
-        if isinstance(address, ConnectFailed):
+        if isinstance(address, _Unreachable):
             await self._record(self._failed_lookup(slot, item, address))
             await self._hold_or_defer(slot)
             return
@@ -613,16 +618,37 @@ class Crawl:
         """Rule 6 of the politeness rule: a capsule that may not be asked again for longer
         than ``max_hold`` (a large Crawl-delay, a long back-off) gives its rows back to the
         frontier, due when it may be asked, instead of keeping them (and the run) waiting."""
-        wait = slot.next_allowed - trio.current_time()
-        if wait <= self.rules.max_hold:
+        until = slot.too_long_to_hold()
+        if until is None:
             return
-        until = utcnow() + timedelta(seconds=wait)
-        if slot.deferred_until is None or slot.deferred_until < until:
-            slot.deferred_until = until
+        slot.defer(until)
+        deferred = self._take_back(slot, until, capsule_wide=False)
+        if deferred is not None:
+            await self._record(deferred)
+
+    def _take_back(
+        self, slot: HostSlot, until: datetime, *, also: tuple[int, ...] = (), capsule_wide: bool
+    ) -> Deferred | None:
+        """The rows of a capsule its slot has just deferred leave the window at once (before
+        any other worker may take one) and go back to the frontier, due at ``until``, with
+        ``also``; ``capsule_wide`` moves the capsule's rows in the database too. Returns the
+        message to record, if there is anything to move."""
         dropped = self.scheduler.drop(slot.key)
-        if dropped:
-            self.stats.deferred += len(dropped)
-            await self._record(Deferred(tuple(item.id for item in dropped), until))
+        ids = (*also, *(other.id for other in dropped))
+        self.stats.deferred += len(ids)
+        if not ids and not capsule_wide:
+            return None
+        return Deferred(ids, until, capsule_id=slot.key if capsule_wide else None)
+
+    def _connect_failed(self, slot: HostSlot) -> datetime | None:
+        """Count a connection-level failure of the capsule; if that parks it (rule 5), its
+        rows leave the window (the writer moves them all, from the record's
+        ``parked_until``) and the end of the parking is returned."""
+        parked = slot.on_connect_failure()
+        if parked is not None:
+            self.stats.parked += 1
+            self.stats.deferred += len(self.scheduler.drop(slot.key))
+        return parked
 
     async def _skip(self, item: FrontierItem, state: str, reason: str) -> None:
         self.stats.skipped[state] += 1
@@ -641,35 +667,31 @@ class Crawl:
             return None
         return None
 
-    async def _address(self, slot: HostSlot, url: GeminiURL) -> str | ConnectFailed:
+    async def _address(self, slot: HostSlot, url: GeminiURL) -> str | _Unreachable:
         """The capsule's address, held for this request; a failed lookup counts as a
         connection failure of the capsule."""
         try:
             address = await self.resolver.resolve(url.host, url.port)
         except ConnectFailed as exc:
-            slot.failures += 1
             self.stats.errors[_lookup_error_kind(exc)] += 1
-            return exc
+            return _Unreachable(exc, self._connect_failed(slot))
         await self.scheduler.acquire_address(slot, address)
         return address
 
     def _failed_lookup(
-        self, slot: HostSlot, item: FrontierItem, error: ConnectFailed
+        self, slot: HostSlot, item: FrontierItem, failure: _Unreachable
     ) -> FetchRecord:
-        parked = self._park_if_needed(slot)
-        self.scheduler.release(
-            slot, requested=False, pause=self.rules.failure_pause(slot.delay, slot.failures)
-        )
+        self.scheduler.release(slot, requested=False, pause=slot.failure_pause)
         return FetchRecord(
             item=item,
             started_at=utcnow(),
             duration=0.0,
             address=None,
-            error_kind=_lookup_error_kind(error),
-            error_message=str(error),
-            retry_at=parked or self._retry_at(item),
+            error_kind=_lookup_error_kind(failure.error),
+            error_message=str(failure.error),
+            retry_at=failure.parked or self._retry_at(item),
             capsule_failures=slot.failures,
-            parked_until=parked,
+            parked_until=failure.parked,
         )
 
     def _retry_at(self, item: FrontierItem, seconds: float | None = None) -> datetime | None:
@@ -681,18 +703,6 @@ class Crawl:
         self.stats.retries += 1
         delay = self.rules.retry_delay(attempts) if seconds is None else seconds
         return utcnow() + timedelta(seconds=delay)
-
-    def _park_if_needed(self, slot: HostSlot) -> datetime | None:
-        duration = self.rules.park_duration(slot.failures)
-        if duration is None:
-            return None
-        until = utcnow() + timedelta(seconds=duration)
-        slot.deferred_until = until
-        dropped = self.scheduler.drop(slot.key)
-        self.stats.parked += 1
-        self.stats.deferred += len(dropped)
-        # The writer moves every row of the capsule (these included) to ``until``.
-        return until
 
     async def _outcome(
         self,
@@ -707,13 +717,10 @@ class Crawl:
         connection_failed = _connection_failure(result)
         parked: datetime | None = None
         if connection_failed:
-            slot.failures += 1
-            parked = self._park_if_needed(slot)
+            parked = self._connect_failed(slot)
         elif header is not None:
-            slot.failures = 0
-        if header is not None:
-            slot.slow_down_pages.clear()
-        pause = self.rules.failure_pause(slot.delay, slot.failures) if connection_failed else None
+            slot.on_answer(page=True)
+        pause = slot.failure_pause if connection_failed else None
         self.scheduler.release(slot, requested=True, pause=pause)
 
         content = None
@@ -751,26 +758,15 @@ class Crawl:
 
         Either way the page records the 44 and when it will be asked again, so `sextant
         show` can explain a page that has no content yet."""
-        rules = self.rules
-        asked = slow_down_seconds(meta, cap=rules.slow_down_cap)
-        wait = max(asked, slot.delay)
+        reaction = slot.on_slow_down(item.page_id, meta, item.attempts + 1)
         self.stats.slow_downs += 1
-        slot.failures = 0
-        slot.slow_down_pages.add(item.page_id)
-        self.scheduler.release(slot, requested=True, pause=wait)
-        backoff = rules.slow_down_backoff(wait, item.attempts + 1)
+        self.scheduler.release(slot, requested=True, pause=reaction.wait)
+        backoff = reaction.backoff
         retry_at = self._retry_at(item, backoff)
-        deferral = None
-        if len(slot.slow_down_pages) >= rules.slow_downs_before_deferral:
-            deferral = max(wait, rules.slow_down_deferral)
-            slot.slow_down_pages.clear()
-        elif wait > rules.max_hold:
-            deferral = wait
-        if deferral is not None:
-            until = utcnow() + timedelta(seconds=deferral)
-            slot.deferred_until = until
-            dropped = self.scheduler.drop(slot.key)
-            self.stats.deferred += 1 + len(dropped)
+        if reaction.defer_for is not None:
+            until = slot.defer(utcnow() + timedelta(seconds=reaction.defer_for))
+            deferred = self._take_back(slot, until, capsule_wide=True)
+            self.stats.deferred += 1  # the page itself, recorded with its 44
             await self._record(
                 _fetch_record(
                     item,
@@ -780,11 +776,10 @@ class Crawl:
                     capsule_failures=slot.failures,
                 )
             )
-            await self._record(
-                Deferred(tuple(other.id for other in dropped), until, capsule_id=slot.key)
-            )
+            assert deferred is not None  # capsule-wide: always recorded
+            await self._record(deferred)
             return
-        held = retry_at is not None and backoff <= rules.max_hold
+        held = retry_at is not None and backoff <= self.rules.max_hold
         if held:
             # The row stays leased and learns its attempt and due time (the writer counts
             # the attempt on the row too, so a restart goes on with the same back-off).
@@ -821,7 +816,7 @@ class Crawl:
             cached = self.robots.fresh(key)
             if cached is not None and cached.crawl_delay is not None:
                 delays.append(cached.crawl_delay)
-        slot.crawl_delay = max(delays) if delays else None
+        slot.obey_crawl_delays(delays)
         return True
 
     async def _after_robots(
@@ -833,7 +828,7 @@ class Crawl:
             if outcome.policy is not None:
                 asked = outcome.policy.crawl_delay()
                 if asked is not None:
-                    slot.crawl_delay = max(slot.crawl_delay or 0.0, asked)
+                    slot.raise_crawl_delay(asked)
             self.scheduler.release(slot, requested=requested, requeue=item)
             await self._hold_or_defer(slot)
             return
@@ -843,26 +838,19 @@ class Crawl:
             return
         # robots.txt exists or may, and cannot be read now: the capsule waits (§ companion
         # spec; crawling on a guess could fetch exactly what the author forbids).
-        parked = None
-        if slot.deferred_until is not None and slot.deferred_until > utcnow():
-            parked = slot.deferred_until
-        seconds = outcome.slow_down or self.rules.retry_delay(max(slot.failures, 1))
-        until = parked or utcnow() + timedelta(seconds=seconds)
-        slot.deferred_until = until
-        dropped = self.scheduler.drop(slot.key)
+        until = slot.defer_unreadable_robots(outcome.slow_down)
+        deferred = self._take_back(slot, until, also=(item.id,), capsule_wide=True)
         self.scheduler.release(slot, requested=True)
-        self.stats.deferred += 1 + len(dropped)
-        await self._record(
-            Deferred((item.id, *(other.id for other in dropped)), until, capsule_id=slot.key)
-        )
+        assert deferred is not None  # capsule-wide: always recorded
+        await self._record(deferred)
 
     async def _fetch_robots(self, slot: HostSlot, url: GeminiURL, user: str | None) -> RobotsFetch:
         """Ask the capsule for its (or a pubnix user's) robots.txt; a redirect is followed
         within the capsule (up to 5 hops, each after the capsule's delay)."""
         target = url.with_path(robots_path(user))
         address = await self._address(slot, url)
-        if isinstance(address, ConnectFailed):
-            parked = self._park_if_needed(slot)
+        if isinstance(address, _Unreachable):
+            parked = address.parked
             if user is None:
                 await self._record(
                     RobotsRecord(
@@ -898,12 +886,11 @@ class Crawl:
             target = following
         assert result is not None
         fetch_outcome = self._robots_outcome(result)
-        connection_failed = _connection_failure(result)
-        if connection_failed:
-            slot.failures += 1
+        parked = None
+        if _connection_failure(result):
+            parked = self._connect_failed(slot)
         elif result.header is not None:
-            slot.failures = 0
-        parked = self._park_if_needed(slot) if connection_failed else None
+            slot.on_answer(page=False)
         policy = fetch_outcome.policy
         await self._record(
             RobotsRecord(
@@ -928,7 +915,7 @@ class Crawl:
         if header is None or result.error is not None:
             return RobotsFetch(None, None, None)
         if header.status == 44:
-            wait = slow_down_seconds(header.meta, cap=self.rules.slow_down_cap)
+            wait = self.rules.slow_down_wait(header.meta)
             return RobotsFetch(None, 44, None, slow_down=wait)
         if header.family == Family.REDIRECT:
             # A redirect out of the capsule: RFC 9309 would follow it, but that would ask
