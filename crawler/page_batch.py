@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 
-from crawler.admission import ADMITTED, EXCLUDED
+from crawler.admission import ADMITTED, EXCLUDED, Admission
 from crawler.content import MAX_LINKS_PER_PAGE, ExtractedLink
 from crawler.frontier import (
     MAX_RECRAWL,
     PAGES,
     PRIORITY_LINK,
     PRIORITY_REDIRECT,
+    CapsuleIds,
     Enqueue,
     NewPage,
     PageRef,
@@ -35,14 +35,12 @@ from crawler.frontier import (
     recrawl_interval,
 )
 from crawler.messages import MAX_REDIRECTS, FetchRecord
+from crawler.transaction import Transaction, WriterStats
 from sextant.errors import InvalidURL
 from sextant.protocol import Status
 from sextant.store import Link
 from sextant.store.batches import in_batches
 from sextant.urls import GeminiURL, parse, resolve, scheme_of, scope_of
-
-if TYPE_CHECKING:
-    from crawler.writer import Writer
 
 LINKS = Link.__table__
 # A writer batch is stored in groups of pages carrying at most this many links together (a
@@ -159,10 +157,15 @@ def _groups(records: Sequence[FetchRecord]) -> list[Sequence[FetchRecord]]:
 class PageBatch:
     """Stores fetch records inside the writer's transaction (see :meth:`Writer.commit`)."""
 
-    def __init__(self, writer: Writer, conn: Connection, now: datetime) -> None:
-        self.writer = writer
-        self.conn = conn
-        self.now = now
+    def __init__(
+        self, tx: Transaction, admission: Admission, capsules: CapsuleIds, stats: WriterStats
+    ) -> None:
+        self.tx = tx
+        self.conn = tx.conn
+        self.now = tx.now
+        self.admission = admission
+        self.capsules = capsules
+        self.stats = stats
         # Redirects decided earlier in this batch, for loop detection before they are stored.
         self._redirects: dict[str, tuple[str, str | None]] = {}
 
@@ -177,7 +180,7 @@ class PageBatch:
         for record in records:
             page = pages.get(record.item.page_id)
             if page is None:  # deleted while we fetched it
-                self.writer.finish_row(record.item.id)
+                self.tx.finish_row(record.item.id)
                 continue
             plan = self._plan(record, page, targets)
             plans.append(plan)
@@ -351,14 +354,14 @@ class PageBatch:
         rows for those never fetched, not queued yet, and admitted."""
         if not targets:
             return {}, set()
-        writer, conn = self.writer, self.conn
+        conn = self.conn
         refs = find_pages(conn, targets.keys())
         fresh: list[NewPage] = []
         admitted: set[str] = set()
         for text, target in targets.items():
             if text in refs:
                 continue
-            verdict = writer.admission.judge(conn, target.url, target.depth)
+            verdict = self.admission.judge(conn, target.url, target.depth)
             if verdict.kind == EXCLUDED:
                 fresh.append(NewPage(target.url, target.depth, EXCLUDED, verdict.reason))
             else:
@@ -373,16 +376,16 @@ class PageBatch:
             if ref.state != "new" or ref.fetched_at is not None or ref.queued:
                 continue
             target = targets[ref.url]
-            if writer.admission.static(target.url, target.depth).admitted:
+            if self.admission.static(target.url, target.depth).admitted:
                 queue.append(_entry(ref, target))
-        created = insert_pages(conn, fresh, writer.capsules, self.now)
-        writer.stats.new_pages += len(created)
+        created = insert_pages(conn, fresh, self.capsules, self.now)
+        self.stats.new_pages += len(created)
         refs.update(created)
         queue.extend(
             _entry(ref, targets[text]) for text, ref in created.items() if text in admitted
         )
         enqueue(conn, queue, self.now)
-        writer.stats.enqueued += len(queue)
+        self.stats.enqueued += len(queue)
         return refs, {ref.id for ref in created.values()}
 
     # --- links -------------------------------------------------------------------------------
@@ -516,10 +519,10 @@ class PageBatch:
             self.conn.execute(_UPDATE_PAGE, params)
 
     def _after(self, plan: _Plan) -> None:
-        """The attempt, the capsule's facts and the frontier row (gathered by the writer)."""
+        """The attempt, the capsule's facts and the frontier row (gathered by the transaction)."""
         record = plan.record
-        writer = self.writer
-        writer.add_attempt(
+        tx = self.tx
+        tx.add_attempt(
             {
                 "page_id": plan.page.id,
                 "started_at": record.started_at,
@@ -533,13 +536,13 @@ class PageBatch:
                 "possibly_truncated": record.possibly_truncated,
             }
         )
-        writer.update_capsule(self.conn, plan.page.capsule_id, self.now, record)
+        tx.update_capsule(plan.page.capsule_id, self.now, record)
         if record.retry_at is not None:
-            writer.retry_row(self.conn, record.item.id, record.retry_at, held=record.held)
+            tx.retry_row(record.item.id, record.retry_at, held=record.held)
         else:
-            writer.finish_row(record.item.id)
+            tx.finish_row(record.item.id)
         if record.parked_until is not None:
-            writer.defer_capsule(self.conn, plan.page.capsule_id, record.parked_until)
+            tx.defer_capsule(plan.page.capsule_id, record.parked_until)
 
 
 def _entry(ref: PageRef, target: _Target) -> Enqueue:
