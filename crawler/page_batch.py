@@ -20,11 +20,10 @@ from sqlalchemy import Row, bindparam, delete, insert, select, update
 
 from crawler.admission import ADMITTED, EXCLUDED, Admission
 from crawler.content import MAX_LINKS_PER_PAGE, ExtractedLink
-from crawler.frontier import (
-    MAX_RECRAWL,
-    PAGES,
-    PRIORITY_LINK,
-    PRIORITY_REDIRECT,
+from crawler.frontier import MAX_RECRAWL, PAGES, PRIORITY_LINK, PRIORITY_REDIRECT, recrawl_interval
+from crawler.messages import MAX_REDIRECTS, FetchRecord
+from crawler.transaction import Transaction, WriterStats
+from crawler.url_rows import (
     CapsuleIds,
     Enqueue,
     NewPage,
@@ -32,10 +31,7 @@ from crawler.frontier import (
     enqueue,
     find_pages,
     insert_pages,
-    recrawl_interval,
 )
-from crawler.messages import MAX_REDIRECTS, FetchRecord
-from crawler.transaction import Transaction, WriterStats
 from sextant.errors import InvalidURL
 from sextant.protocol import Status
 from sextant.store import Link

@@ -27,13 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from crawler.admission import Admission
 from crawler.certificate_pins import CertificatePins
-from crawler.frontier import (
-    CAPSULES,
-    FRONTIER,
-    PAGES,
-    USER_ROBOTS,
-    CapsuleIds,
-)
+from crawler.frontier import CAPSULES, FRONTIER, PAGES, USER_ROBOTS
 from crawler.messages import (
     Deferred,
     FetchRecord,
@@ -44,6 +38,7 @@ from crawler.messages import (
 from crawler.page_batch import PageBatch
 from crawler.rejudge import rejudge_robots, settled_values
 from crawler.transaction import Transaction, WriterStats
+from crawler.url_rows import CapsuleIds
 from sextant.errors import StoreError
 from sextant.store import utcnow
 from sextant.store.batches import in_batches
