@@ -581,12 +581,21 @@ def idle_process(port: int, count: int, ready: Any, stop: Any) -> None:
         tcp.close()
 
 
+#: A visitor's pace: a person pages through results a few times a second at most. Faster,
+#: the visitor would spend its own allowance (10 costly pages a second per address, shared
+#: out among the processes) and be answered 44, which says nothing about the attacker.
+VISITOR_INTERVAL = 0.5
+
+
 def visitor_latencies(port: int, paths: list[str]) -> tuple[list[float], Counter[str]]:
     context = client_context()
     latencies: list[float] = []
     failures: Counter[str] = Counter()
+    due = time.perf_counter()
     for path in paths:
+        time.sleep(max(0.0, due - time.perf_counter()))
         started = time.perf_counter()
+        due = started + VISITOR_INTERVAL
         try:
             status = _fetch(port, path, context, VISITOR)
         except (OSError, ValueError) as exc:

@@ -21,11 +21,11 @@ from pathlib import Path
 from sqlalchemy import Engine, select, update
 
 from crawler.admission import load_exclusions
-from crawler.frontier import CapsuleIds, NewPage, insert_pages
 from crawler.messages import RobotsRecord
 from crawler.options import CrawlOptions
 from crawler.rejudge import rejudge_robots, sweep_exclusions
 from crawler.removals import forget
+from crawler.url_rows import CapsuleIds, NewPage, insert_pages
 from sextant.store import Capsule, Page, make_engine, utcnow
 from sextant.store.migrate import upgrade
 from sextant.urls import parse

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from crawler.fetch import FetchLimits
 from crawler.options import (
     DEFAULT_CONCURRENCY,
     DEFAULT_DELAY,
@@ -172,12 +173,12 @@ def crawl(
 
     if seeds_file is None and not seeds:
         seeds_file = _default_seeds_file(settings)
-    limits: tuple[tuple[str, float], ...] = ()
+    limits = FetchLimits()
     if timeout is not None:
-        limits = (
-            ("total_timeout", timeout),
-            ("connect_timeout", min(10.0, timeout)),
-            ("header_timeout", min(15.0, timeout)),
+        limits = FetchLimits(
+            total_timeout=timeout,
+            connect_timeout=min(limits.connect_timeout, timeout),
+            header_timeout=min(limits.header_timeout, timeout),
         )
     options = CrawlOptions(
         seeds=seeds,

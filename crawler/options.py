@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crawler.fetch import FetchLimits
+from crawler.politeness import PolitenessRules
 from sextant.errors import ConfigError
 
 DEFAULT_CONCURRENCY = 32
@@ -125,10 +127,10 @@ class CrawlOptions:
     # The same after Ctrl-C or SIGTERM, where someone waits: the command must end within
     # 2 s (tests/test_ctrl_c.py). What is cut is fetched again by the next run.
     signal_grace: float = 1.0
-    # Overrides for crawler.fetch.FetchLimits (field name -> value), e.g. short timeouts in tests.
-    fetch_limits: tuple[tuple[str, float], ...] = ()
-    # Overrides for crawler.politeness.PolitenessRules (field name -> value).
-    politeness: tuple[tuple[str, float], ...] = ()
+    # How long and how much one request may take (short timeouts in tests, --timeout).
+    fetch_limits: FetchLimits = field(default_factory=FetchLimits)
+    # The numbers of the politeness rule (crawler/politeness.py); tests shrink its waits.
+    politeness: PolitenessRules = field(default_factory=PolitenessRules)
     progress_interval: float = 0.5
     inbox_interval: float = 30.0  # how often the seed_requests inbox is read during a run
 

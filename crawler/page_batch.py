@@ -13,38 +13,31 @@ small in-memory overlays (new targets, redirects, content hashes).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 
-from crawler.admission import ADMITTED, EXCLUDED
-from crawler.content import MAX_LINKS_PER_PAGE, ExtractedLink
-from crawler.frontier import (
-    MAX_RECRAWL,
-    PAGES,
-    PRIORITY_LINK,
-    PRIORITY_REDIRECT,
+from crawler.admission import ADMITTED, EXCLUDED, Admission
+from crawler.content import MAX_LINKS_PER_PAGE
+from crawler.frontier import MAX_RECRAWL, PAGES, PRIORITY_LINK, PRIORITY_REDIRECT, recrawl_interval
+from crawler.messages import FetchRecord
+from crawler.page_plan import Plan, Planner, Target
+from crawler.transaction import Transaction, WriterStats
+from crawler.url_rows import (
+    CapsuleIds,
     Enqueue,
     NewPage,
     PageRef,
     enqueue,
     find_pages,
     insert_pages,
-    recrawl_interval,
 )
-from crawler.messages import MAX_REDIRECTS, FetchRecord
-from sextant.errors import InvalidURL
 from sextant.protocol import Status
 from sextant.store import Link
-from sextant.urls import GeminiURL, parse, resolve, scheme_of, scope_of
-
-if TYPE_CHECKING:
-    from crawler.writer import Writer
+from sextant.store.batches import in_batches
+from sextant.urls import scope_of
 
 LINKS = Link.__table__
-_CHUNK = 500
 # A writer batch is stored in groups of pages carrying at most this many links together (a
 # page alone may carry up to MAX_LINKS_PER_PAGE): 64 pages at the cap would otherwise put
 # 128,000 links, their targets and their rows in memory at once. Storing group after group
@@ -80,7 +73,6 @@ _TOUCH_PAGES = (
 _WITH_HASHES = select(PAGES.c.id, PAGES.c.content_hash).where(
     PAGES.c.content_hash.in_(bindparam("hashes", expanding=True))
 )
-_REDIRECT_OF = select(PAGES.c.state, PAGES.c.redirect_target).where(PAGES.c.url == bindparam("url"))
 _SELECT_LINKS = select(
     LINKS.c.source_id,
     LINKS.c.target_url,
@@ -92,21 +84,6 @@ _SELECT_LINKS = select(
 _DELETE_LINKS = delete(LINKS).where(LINKS.c.source_id.in_(bindparam("ids", expanding=True)))
 _INSERT_LINKS = insert(LINKS)
 
-# States that have no content of their own: a page that becomes one of these loses its
-# body and outbound links (a 51 page links nowhere any more).
-_CONTENTLESS = frozenset({"input", "redirect", "gone", "certificate"})
-_NO_CONTENT: dict[str, object] = {
-    "charset": None,
-    "charset_detected": False,
-    "lang": None,
-    "body": None,
-    "title": None,
-    "content_hash": None,
-    "feed_kind": None,
-    "duplicate_of_id": None,
-    "links_dropped": 0,
-}
-_STATE_OF_FAMILY = {1: "input", 2: "ok", 3: "redirect", 5: "gone", 6: "certificate"}
 # Columns whose change the index shows: a change moves updated_at, the indexer's watermark.
 _VISIBLE = (
     "state",
@@ -118,31 +95,6 @@ _VISIBLE = (
     "redirect_target",
     "duplicate_of_id",
 )
-
-
-@dataclass(slots=True)
-class _Target:
-    url: GeminiURL
-    depth: int
-    reason: str = "link"
-    redirects: int = 0
-
-
-@dataclass(slots=True)
-class _Plan:
-    """What storing one record will do, worked out before any write."""
-
-    record: FetchRecord
-    page: Row[Any]
-    url: GeminiURL
-    values: dict[str, object]
-    temporary: bool
-    links: Sequence[ExtractedLink] | None = None  # None: the page's links stay as they are
-    gemini: dict[str, GeminiURL] = field(default_factory=dict)
-
-
-def _chunks(values: Sequence[Any]) -> list[Sequence[Any]]:
-    return [values[start : start + _CHUNK] for start in range(0, len(values), _CHUNK)]
 
 
 def _groups(records: Sequence[FetchRecord]) -> list[Sequence[FetchRecord]]:
@@ -163,12 +115,16 @@ def _groups(records: Sequence[FetchRecord]) -> list[Sequence[FetchRecord]]:
 class PageBatch:
     """Stores fetch records inside the writer's transaction (see :meth:`Writer.commit`)."""
 
-    def __init__(self, writer: Writer, conn: Connection, now: datetime) -> None:
-        self.writer = writer
-        self.conn = conn
-        self.now = now
-        # Redirects decided earlier in this batch, for loop detection before they are stored.
-        self._redirects: dict[str, tuple[str, str | None]] = {}
+    def __init__(
+        self, tx: Transaction, admission: Admission, capsules: CapsuleIds, stats: WriterStats
+    ) -> None:
+        self.tx = tx
+        self.conn = tx.conn
+        self.now = tx.now
+        self.admission = admission
+        self.capsules = capsules
+        self.stats = stats
+        self.planner = Planner(tx.conn, tx.now)
 
     def store(self, records: Sequence[FetchRecord]) -> None:
         for group in _groups(records):
@@ -176,14 +132,14 @@ class PageBatch:
 
     def _store(self, records: Sequence[FetchRecord]) -> None:
         pages = self._load_pages([record.item.page_id for record in records])
-        plans: list[_Plan] = []
-        targets: dict[str, _Target] = {}
+        plans: list[Plan] = []
+        targets: dict[str, Target] = {}
         for record in records:
             page = pages.get(record.item.page_id)
             if page is None:  # deleted while we fetched it
-                self.writer.finish_row(record.item.id)
+                self.tx.finish_row(record.item.id)
                 continue
-            plan = self._plan(record, page, targets)
+            plan = self.planner.plan(record, page, targets)
             plans.append(plan)
         refs, created = self._ensure_targets(targets)
         self._links(plans, refs, created)
@@ -194,173 +150,28 @@ class PageBatch:
 
     # --- planning ----------------------------------------------------------------------------
 
-    def _load_pages(self, ids: list[int]) -> dict[int, Row[Any]]:
-        found: dict[int, Row[Any]] = {}
-        for chunk in _chunks(ids):
+    def _load_pages(self, ids: list[int]) -> dict[int, Row[*tuple[Any, ...]]]:
+        found: dict[int, Row[*tuple[Any, ...]]] = {}
+        for chunk in in_batches(ids):
             for row in self.conn.execute(_SELECT_PAGES, {"ids": list(chunk)}):
                 found[row.id] = row
         return found
 
-    def _plan(self, record: FetchRecord, page: Row[Any], targets: dict[str, _Target]) -> _Plan:
-        url = parse(page.url)
-        # A header followed by a failure (a drip cut mid-body, a 2x whose meta is no MIME
-        # type) is a failed fetch: the attempt keeps the header, the page does not.
-        status = record.status if record.error_kind is None else None
-        family = status // 10 if status is not None else None
-        values: dict[str, object] = {
-            "fetched_at": self.now,
-            "status": status,
-            "meta": record.meta if status is not None else None,
-            "error_kind": record.error_kind,
-            "error_message": record.error_message,
-        }
-        temporary = family is None or family == 4
-        if temporary:
-            # No answer, or "try later": keep what an earlier fetch stored.
-            state = "ok" if page.state == "ok" else "error"
-            values["consecutive_failures"] = page.consecutive_failures + 1
-            if family == 4 and record.error_kind is None:
-                values["error_kind"] = "slow-down" if status == 44 else "temporary-failure"
-                values["error_message"] = f"{status} {record.meta or ''}".strip()
-            if state == "ok":
-                # The stored body is still the page's; status/meta describe that body.
-                del values["status"], values["meta"]
-        else:
-            values["consecutive_failures"] = 0
-            state = _STATE_OF_FAMILY[family]  # type: ignore[index]
-        plan = _Plan(record, page, url, values, temporary)
-        if state in _CONTENTLESS:
-            values.update(
-                _NO_CONTENT,
-                mime=None,
-                size=None,
-                truncated=False,
-                possibly_truncated=False,
-                redirect_target=None,
-            )
-            plan.links = ()
-        if family == 2:
-            self._success(plan)
-        elif family == 3:
-            state = self._redirect(plan, targets)
-        elif family == 1:
-            values["error_kind"] = None
-        values["state"] = state
-        if plan.links:
-            depth = page.depth + 1
-            for link in plan.links:
-                if link.scheme != "gemini":
-                    continue
-                try:
-                    parsed = parse(link.url)
-                except InvalidURL:
-                    continue
-                plan.gemini[link.url] = parsed
-                known = targets.get(link.url)
-                if known is None:
-                    targets[link.url] = _Target(parsed, depth)
-                elif depth < known.depth:
-                    known.depth = depth
-        return plan
-
-    @staticmethod
-    def _success(plan: _Plan) -> None:
-        record = plan.record
-        content = record.content
-        plan.values.update(
-            mime=record.mime,
-            size=None if record.body_skipped else record.size,
-            truncated=record.truncated,
-            possibly_truncated=record.possibly_truncated,
-            redirect_target=None,
-            error_kind=None,
-            error_message=None,
-        )
-        if content is None:
-            plan.values.update(_NO_CONTENT)
-            plan.links = ()
-            return
-        plan.values.update(
-            charset=content.charset,
-            charset_detected=content.charset_detected,
-            lang=content.lang,
-            body=content.text,
-            title=content.title,
-            content_hash=content.content_hash,
-            feed_kind=content.feed_kind,
-            links_dropped=content.dropped_links,
-        )
-        plan.links = content.links
-
-    def _redirect(self, plan: _Plan, targets: dict[str, _Target]) -> str:
-        """Record a 3x and plan to queue its target; return the page's state.
-
-        Redirects are followed through the frontier, so a target on another capsule waits
-        for that capsule's politeness like any URL. Loops are caught by walking the stored
-        chain of redirect targets; a chain longer than five hops ends in an error (§3.2.3).
-        """
-        values = plan.values
-        origin = plan.page.url
-        try:
-            target = resolve(plan.url, plan.record.meta or "")
-        except InvalidURL as exc:
-            values.update(error_kind="bad-redirect", error_message=str(exc))
-            return "error"
-        values["redirect_target"] = target
-        if scheme_of(target) != "gemini":
-            values.update(
-                error_kind=None,
-                error_message=f"redirect to another scheme ({scheme_of(target)}:) not followed",
-            )
-            self._redirects[origin] = ("redirect", target)
-            return "redirect"
-        if target == origin or self._leads_back(target, origin):
-            values.update(error_kind="redirect-loop", error_message=f"redirect loop via {target}")
-            self._redirects[origin] = ("error", target)
-            return "error"
-        hops = plan.record.item.redirects + 1
-        if hops > MAX_REDIRECTS:
-            values.update(
-                error_kind="too-many-redirects",
-                error_message=f"more than {MAX_REDIRECTS} redirects in a row",
-            )
-            self._redirects[origin] = ("error", target)
-            return "error"
-        # Redirects do not lead deeper into a capsule: the target keeps the page's depth.
-        targets[target] = _Target(parse(target), plan.page.depth, "redirect", hops)
-        values["error_kind"] = None
-        self._redirects[origin] = ("redirect", target)
-        return "redirect"
-
-    def _leads_back(self, target: str, origin: str) -> bool:
-        current = target
-        for _ in range(MAX_REDIRECTS + 1):
-            known = self._redirects.get(current)
-            if known is None:
-                row = self.conn.execute(_REDIRECT_OF, {"url": current}).one_or_none()
-                known = None if row is None else (row.state, row.redirect_target)
-            if known is None or known[1] is None or known[0] not in ("redirect", "error"):
-                return False
-            if known[1] == origin:
-                return True
-            current = known[1]
-        return False
-
     # --- targets -----------------------------------------------------------------------------
 
-    def _ensure_targets(self, targets: dict[str, _Target]) -> tuple[dict[str, PageRef], set[int]]:
+    def _ensure_targets(self, targets: dict[str, Target]) -> tuple[dict[str, PageRef], set[int]]:
         """Pages for every link and redirect target of the batch, created when new; frontier
         rows for those never fetched, not queued yet, and admitted."""
         if not targets:
             return {}, set()
-        writer, conn = self.writer, self.conn
+        conn = self.conn
         refs = find_pages(conn, targets.keys())
         fresh: list[NewPage] = []
         admitted: set[str] = set()
         for text, target in targets.items():
             if text in refs:
                 continue
-            verdict = writer.admission.judge(conn, target.url, target.depth)
+            verdict = self.admission.judge(conn, target.url, target.depth)
             if verdict.kind == EXCLUDED:
                 fresh.append(NewPage(target.url, target.depth, EXCLUDED, verdict.reason))
             else:
@@ -375,28 +186,28 @@ class PageBatch:
             if ref.state != "new" or ref.fetched_at is not None or ref.queued:
                 continue
             target = targets[ref.url]
-            if writer.admission.static(target.url, target.depth).admitted:
+            if self.admission.static(target.url, target.depth).admitted:
                 queue.append(_entry(ref, target))
-        created = insert_pages(conn, fresh, writer.capsules, self.now)
-        writer.stats.new_pages += len(created)
+        created = insert_pages(conn, fresh, self.capsules, self.now)
+        self.stats.new_pages += len(created)
         refs.update(created)
         queue.extend(
             _entry(ref, targets[text]) for text, ref in created.items() if text in admitted
         )
         enqueue(conn, queue, self.now)
-        writer.stats.enqueued += len(queue)
+        self.stats.enqueued += len(queue)
         return refs, {ref.id for ref in created.values()}
 
     # --- links -------------------------------------------------------------------------------
 
-    def _links(self, plans: list[_Plan], refs: dict[str, PageRef], created: set[int]) -> None:
+    def _links(self, plans: list[Plan], refs: dict[str, PageRef], created: set[int]) -> None:
         """Swap each page's outbound links for its new ones; bump ``updated_at`` of targets
         whose inbound anchors changed (the indexer's watermark then picks up their new or
         lost anchor text)."""
         relinked = [plan for plan in plans if plan.links is not None]
         fetched_before = [plan.page.id for plan in relinked if plan.page.fetched_at is not None]
-        old: dict[int, list[Row[Any]]] = {}
-        for chunk in _chunks(fetched_before):
+        old: dict[int, list[Row[*tuple[Any, ...]]]] = {}
+        for chunk in in_batches(fetched_before):
             for row in self.conn.execute(_SELECT_LINKS, {"ids": list(chunk)}):
                 old.setdefault(row.source_id, []).append(row)
         # Only pages the index may hold need to know: one never fetched has nothing indexed
@@ -446,16 +257,16 @@ class PageBatch:
                 and target != page_id
                 and target not in unfetched
             )
-        for chunk in _chunks(replaced):
+        for chunk in in_batches(replaced):
             self.conn.execute(_DELETE_LINKS, {"ids": list(chunk)})
         if rows:
             self.conn.execute(_INSERT_LINKS, rows)
-        for chunk in _chunks(sorted(touched)):
+        for chunk in in_batches(sorted(touched)):
             self.conn.execute(_TOUCH_PAGES, {"ids": list(chunk), "now": self.now})
 
     # --- duplicates and the page rows ----------------------------------------------------------
 
-    def _duplicates(self, plans: list[_Plan]) -> None:
+    def _duplicates(self, plans: list[Plan]) -> None:
         """``duplicate_of_id``: the first page (lowest id) with the same body, if any."""
         hashes = {
             str(plan.values["content_hash"]) for plan in plans if plan.values.get("content_hash")
@@ -464,7 +275,7 @@ class PageBatch:
             return
         in_batch = {plan.page.id for plan in plans}
         first: dict[str, int] = {}
-        for chunk in _chunks(sorted(hashes)):
+        for chunk in in_batches(sorted(hashes)):
             for row in self.conn.execute(_WITH_HASHES, {"hashes": list(chunk)}):
                 if row.id in in_batch:  # its stored hash may be about to change
                     continue
@@ -482,7 +293,7 @@ class PageBatch:
             if original is None or page_id < original:
                 first[str(digest)] = page_id
 
-    def _update_pages(self, plans: list[_Plan]) -> None:
+    def _update_pages(self, plans: list[Plan]) -> None:
         groups: dict[tuple[str, ...], list[dict[str, object]]] = {}
         for plan in plans:
             values = plan.values
@@ -517,11 +328,11 @@ class PageBatch:
         for params in groups.values():
             self.conn.execute(_UPDATE_PAGE, params)
 
-    def _after(self, plan: _Plan) -> None:
-        """The attempt, the capsule's facts and the frontier row (gathered by the writer)."""
+    def _after(self, plan: Plan) -> None:
+        """The attempt, the capsule's facts and the frontier row (gathered by the transaction)."""
         record = plan.record
-        writer = self.writer
-        writer.add_attempt(
+        tx = self.tx
+        tx.add_attempt(
             {
                 "page_id": plan.page.id,
                 "started_at": record.started_at,
@@ -535,16 +346,16 @@ class PageBatch:
                 "possibly_truncated": record.possibly_truncated,
             }
         )
-        writer.update_capsule(self.conn, plan.page.capsule_id, self.now, record)
+        tx.update_capsule(plan.page.capsule_id, self.now, record)
         if record.retry_at is not None:
-            writer.retry_row(self.conn, record.item.id, record.retry_at, held=record.held)
+            tx.retry_row(record.item.id, record.retry_at, held=record.held)
         else:
-            writer.finish_row(record.item.id)
+            tx.finish_row(record.item.id)
         if record.parked_until is not None:
-            writer.defer_capsule(self.conn, plan.page.capsule_id, record.parked_until)
+            tx.defer_capsule(plan.page.capsule_id, record.parked_until)
 
 
-def _entry(ref: PageRef, target: _Target) -> Enqueue:
+def _entry(ref: PageRef, target: Target) -> Enqueue:
     if target.reason == "redirect":
         return Enqueue(
             ref.id, ref.capsule_id, target.depth, "redirect", PRIORITY_REDIRECT, target.redirects

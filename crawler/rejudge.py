@@ -35,6 +35,7 @@ from crawler.robots_cache import policy_allows, policy_from_text
 from crawler.traps import Exclusions
 from sextant.errors import InvalidURL
 from sextant.store import ExclusionSweep, utcnow
+from sextant.store.batches import in_batches
 from sextant.urls import GeminiURL, parse, scope_of
 
 SWEEPS = ExclusionSweep.__table__
@@ -46,7 +47,6 @@ ROBOTS_REASON = "robots.txt disallows it"
 #: A rule-excluded page waits for a rule change instead.
 ROBOTS_RECHECK = timedelta(days=1)
 BATCH = 1000
-_CHUNK = 500  # ids per IN (...) list
 
 
 def settled_values(state: str, reason: str, now: datetime) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def settled_values(state: str, reason: str, now: datetime) -> dict[str, Any]:
 
 def page_batches(
     conn: Connection, where: ColumnElement[bool], *, size: int = BATCH
-) -> Iterator[Sequence[Row[Any]]]:
+) -> Iterator[Sequence[Row[*tuple[Any, ...]]]]:
     """Pages matching ``where`` (id, url), ``size`` at a time in id order, on one connection."""
     last = 0
     while True:
@@ -86,18 +86,13 @@ def next_batch(
     ).all()
 
 
-def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
-
-
 def settle(conn: Connection, ids: Sequence[int], values: dict[str, Any]) -> None:
-    for chunk in chunks(ids):
+    for chunk in in_batches(ids):
         conn.execute(update(PAGES).where(PAGES.c.id.in_(chunk)).values(**values))
 
 
 def unqueue(conn: Connection, ids: Sequence[int]) -> None:
-    for chunk in chunks(ids):
+    for chunk in in_batches(ids):
         conn.execute(delete(FRONTIER).where(FRONTIER.c.page_id.in_(chunk)))
 
 
@@ -185,7 +180,7 @@ def sweep_exclusions(engine: Engine, exclusions: Exclusions, now: datetime | Non
     try:
         with engine.begin() as conn:
             gone = list(swept - current.keys())
-            for chunk in chunks(gone):
+            for chunk in in_batches(gone):
                 conn.execute(delete(SWEEPS).where(SWEEPS.c.pattern.in_(chunk)))
             added = [{"pattern": p, "swept_at": now} for p in current if p not in swept]
             if added:
@@ -203,7 +198,7 @@ def remember_swept(conn: Connection, patterns: Iterable[str], now: datetime) -> 
 
 
 def _exclude_matching(
-    conn: Connection, rows: Sequence[Row[Any]], rules: Exclusions, now: datetime
+    conn: Connection, rows: Sequence[Row[*tuple[Any, ...]]], rules: Exclusions, now: datetime
 ) -> int:
     by_reason: dict[str, list[int]] = defaultdict(list)
     for row in rows:

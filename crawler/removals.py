@@ -26,7 +26,6 @@ from crawler.admission import EXCLUDED, Admission, exclusion_reason
 from crawler.frontier import CAPSULES, PAGES
 from crawler.rejudge import (
     SWEEPS,
-    chunks,
     next_batch,
     remember_swept,
     settle,
@@ -37,6 +36,7 @@ from crawler.rejudge import (
 from crawler.traps import ExclusionRule, Exclusions
 from sextant.errors import ConfigError, InvalidURL
 from sextant.store import FetchAttempt, Link, OperatorExclusion, utcnow
+from sextant.store.batches import in_batches
 from sextant.urls import parse
 
 REMOVALS = OperatorExclusion.__table__
@@ -145,7 +145,7 @@ def erase(conn: Connection, ids: list[int], reason: str, now: datetime) -> None:
     """Pages become excluded and empty: content, outbound links, history and queue rows go.
     The pages they linked to lose inbound links (anchor text, counts), so their ``updated_at``
     moves for the indexer too."""
-    for chunk in chunks(ids):
+    for chunk in in_batches(ids):
         targets = select(LINKS.c.target_id).where(
             LINKS.c.source_id.in_(chunk), LINKS.c.target_id.is_not(None)
         )

@@ -23,15 +23,10 @@ from crawler.frontier import (
     PRIORITY_LINK,
     PRIORITY_RECRAWL,
     PRIORITY_SEED,
-    CapsuleIds,
-    Enqueue,
-    NewPage,
-    enqueue,
-    find_pages,
-    insert_pages,
     lock_frontier,
 )
 from crawler.rejudge import settle, settled_values
+from crawler.url_rows import CapsuleIds, Enqueue, NewPage, enqueue, find_pages, insert_pages
 from sextant.errors import ConfigError, InvalidURL
 from sextant.store import SeedRequest, utcnow
 from sextant.urls import GeminiURL, parse

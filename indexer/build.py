@@ -55,6 +55,7 @@ from indexer.schema import build_schema
 from indexer.spelling import Vocabulary
 from indexer.writer import TunedSegmentWriter
 from sextant.store import Run, make_engine, session_factory, utcnow
+from sextant.store.batches import in_batches
 from sextant.store.migrate import open_store
 from sextant.store.models import Page
 from sextant.store.redirects import PermanentRedirects, permanent_redirects
@@ -380,8 +381,9 @@ def _incremental(
         for page_id in to_delete:
             writer.delete_by_term("pid", str(page_id))
         with engine.connect() as connection:
-            for start in range(0, len(to_index), BATCH_SIZE):
-                chunk = to_index[start : start + BATCH_SIZE]
+            done = 0
+            for chunk in in_batches(to_index, BATCH_SIZE):
+                done += len(chunk)
                 where = Page.id.in_(chunk)
                 for rows in iter_pages(connection, where, batch_size=BATCH_SIZE):
                     for document in documents_for(connection, rows, hubs, moved):
@@ -389,7 +391,7 @@ def _incremental(
                         vocabulary.add(document[SPELLING_KEY])
                         count += 1
                 if progress is not None:
-                    progress(min(start + len(chunk), len(to_index)), len(to_index))
+                    progress(done, len(to_index))
         writer.commit()
     except BaseException:
         writer.cancel()

@@ -426,6 +426,7 @@ def _failing_pages(session: Session, capsule_id: int) -> tuple[tuple[FailingPage
             message=message or meta,
         )
         for url, fetched_at, status, kind, message, meta, _ in found
+        if fetched_at is not None  # always, by the condition; said again for the type
     )
     return rows, found[0][-1] if found else 0
 

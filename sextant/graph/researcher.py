@@ -35,10 +35,11 @@ from sextant.robots import (
     parse_robots_response,
     pubnix_user,
 )
+from sextant.store.batches import IN_BATCH, in_batches
 from sextant.store.models import Capsule, Page, UserRobots
 
-#: Ids per ``IN (...)`` list: far below every database's parameter limit (SQLite's was 999).
-ID_BATCH = 500
+#: Ids per ``IN (...)`` list (the store's one bound, sextant/store/batches.py).
+ID_BATCH = IN_BATCH
 #: robots.txt files held at once while reading them (each may be up to MAX_ROBOTS_CHARS).
 FILE_BATCH = 100
 
@@ -119,9 +120,11 @@ def left_out(session: Session) -> LeftOut:
 
 
 def batches(ids: Sequence[int] | numpy.ndarray) -> Iterator[list[int]]:
-    """``ids`` in lists short enough for one ``IN (...)`` each."""
-    for start in range(0, len(ids), ID_BATCH):
-        yield [int(value) for value in ids[start : start + ID_BATCH]]
+    """``ids`` in lists short enough for one ``IN (...)`` each, as Python ints (numpy's
+    int64 does not bind as a parameter)."""
+    values: list[int] = ids.tolist() if isinstance(ids, numpy.ndarray) else list(ids)
+    for batch in in_batches(values, ID_BATCH):
+        yield list(batch)
 
 
 def _policy(status: int, text: str | None) -> RobotsPolicy | None:

@@ -11,6 +11,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from crawler.engine import CrawlSummary, run_crawl
+from crawler.fetch import FetchLimits
 from crawler.options import CrawlOptions
 from sextant.config import Settings
 from sextant.store import (
@@ -26,12 +27,8 @@ from sextant.store import (
 from sextant.store.migrate import upgrade
 
 # Short enough that a hostile capsule costs a test a second at most.
-TEST_LIMITS = (
-    ("connect_timeout", 2.0),
-    ("header_timeout", 1.0),
-    ("total_timeout", 2.0),
-    ("rate_grace", 0.3),
-    ("min_rate", 2000.0),
+TEST_LIMITS = FetchLimits(
+    connect_timeout=2.0, header_timeout=1.0, total_timeout=2.0, rate_grace=0.3, min_rate=2000.0
 )
 TEST_DELAY = 0.05
 

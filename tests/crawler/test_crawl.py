@@ -21,6 +21,7 @@ from crawler.frontier import FrontierItem
 from crawler.messages import FetchRecord
 from crawler.options import AllowedHosts
 from crawler.page_batch import LINKS_PER_GROUP, _groups
+from crawler.politeness import PolitenessRules
 from gemserve.server import Response
 from sextant.protocol import MimeType
 from sextant.store import Capsule, FrontierEntry, Page, SeedRequest, utcnow
@@ -448,13 +449,13 @@ async def test_hostile_answers_are_recorded_and_never_crash(tmp_path, capsules):
         }
     )
     running = await capsules(site)
-    limits = (
-        ("connect_timeout", 2.0),
-        ("header_timeout", 1.0),
-        ("total_timeout", 2.0),
-        ("rate_grace", 0.3),
-        ("min_rate", 100.0),
-        ("max_body_bytes", 64 * 1024),
+    limits = FetchLimits(
+        connect_timeout=2.0,
+        header_timeout=1.0,
+        total_timeout=2.0,
+        rate_grace=0.3,
+        min_rate=100.0,
+        max_body_bytes=64 * 1024,
     )
     result = await crawl(tmp_path, running, running["hostile.test"].url("/"), fetch_limits=limits)
     page = lambda path: result.page(running["hostile.test"].url(path))  # noqa: E731
@@ -559,7 +560,7 @@ async def test_a_failing_capsule_backs_off_and_is_parked(tmp_path, capsules):
         tmp_path,
         running,
         running["flaky.test"].url("/"),
-        politeness=(("park_after", 2), ("failure_pause_cap", 0.2)),
+        politeness=PolitenessRules(park_after=2, failure_pause_cap=0.2),
     )
     # Two connection-level failures in a row: parked, the other pages not even asked.
     failed = [path for path in flaky.paths if path in ("/a", "/b", "/c", "/d")]
@@ -603,7 +604,10 @@ async def test_a_long_crawl_delay_sends_rows_back_instead_of_holding_the_run(tmp
     started = trio.current_time()
     # max_hold 0.5 s stands in for the default minute: a 60 s Crawl-delay is "long" here.
     result = await crawl(
-        tmp_path, running, running["patient.test"].url("/"), politeness=(("max_hold", 0.5),)
+        tmp_path,
+        running,
+        running["patient.test"].url("/"),
+        politeness=PolitenessRules(max_hold=0.5),
     )
     # The run did not sit out the 60 s delay (it takes well under a second; 30 s: loaded CI).
     assert trio.current_time() - started < 30
@@ -618,7 +622,7 @@ async def test_a_long_crawl_delay_sends_rows_back_instead_of_holding_the_run(tmp
     with result.engine.begin() as conn:
         conn.execute(update(Capsule).values(last_attempt_at=now - timedelta(seconds=61)))
         conn.execute(update(FrontierEntry).values(due_at=now - timedelta(seconds=1)))
-    second = await crawl(tmp_path, running, politeness=(("max_hold", 0.5),))
+    second = await crawl(tmp_path, running, politeness=PolitenessRules(max_hold=0.5))
     assert site.paths == ["/robots.txt", "/"]  # one page per Crawl-delay, robots.txt cached
     assert second.page(running["patient.test"].url("/")).state == "ok"
     assert running["patient.test"].url("/p/0") in second.frontier()

@@ -14,20 +14,10 @@ import pytest
 from sqlalchemy import event, select, update
 
 from crawler.admission import ADMITTED, EXCLUDED, OUTSIDE, Admission, load_exclusions
-from crawler.frontier import (
-    FRONTIER,
-    MAX_RECRAWL,
-    MIN_RECRAWL,
-    CapsuleIds,
-    Enqueue,
-    Frontier,
-    NewPage,
-    enqueue,
-    insert_pages,
-    recrawl_interval,
-)
+from crawler.frontier import FRONTIER, MAX_RECRAWL, MIN_RECRAWL, Frontier, recrawl_interval
 from crawler.options import AllowedHosts, CrawlOptions, HostPattern
 from crawler.seeds import enqueue_seeds, read_seeds_file
+from crawler.url_rows import CapsuleIds, Enqueue, NewPage, enqueue, insert_pages
 from sextant.errors import ConfigError
 from sextant.store import FrontierEntry, Page, utcnow
 from sextant.store.migrate import open_store

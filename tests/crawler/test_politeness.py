@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from crawler.politeness import PolitenessRules, Scheduler
+from crawler.politeness import PolitenessRules
+from crawler.scheduler import Scheduler
 
 
 @dataclass(frozen=True)

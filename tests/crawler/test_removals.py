@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from sqlalchemy import event, func, insert, select, update
 
 from crawler.admission import EXCLUDED
-from crawler.frontier import CapsuleIds, NewPage, insert_pages
 from crawler.messages import RobotsRecord
 from crawler.rejudge import BATCH, rejudge_robots, sweep_exclusions
 from crawler.removals import forget, stored_removals
 from crawler.traps import Exclusions
+from crawler.url_rows import CapsuleIds, NewPage, insert_pages
 from gemserve.server import Request, Response
 from indexer.build import run_index
 from indexer.query import Searcher

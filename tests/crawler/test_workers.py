@@ -32,9 +32,10 @@ import pytest
 from sqlalchemy import Engine, func, insert, select
 
 from crawler.admission import Admission, load_exclusions
-from crawler.frontier import CapsuleIds, Enqueue, Frontier, NewPage, enqueue, insert_pages
+from crawler.frontier import Frontier
 from crawler.options import CrawlOptions
 from crawler.seeds import process_inbox
+from crawler.url_rows import CapsuleIds, Enqueue, NewPage, enqueue, insert_pages
 from sextant.store import FrontierEntry, Page, SeedRequest, make_engine, utcnow
 from sextant.store.migrate import upgrade
 from sextant.urls import parse
