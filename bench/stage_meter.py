@@ -1,0 +1,107 @@
+"""Wall time, CPU time and peak memory of one pipeline stage run as its own process.
+
+``wait4`` gives the child's CPU and the peak RSS of its largest process; a poller thread
+reads ``/proc`` meanwhile for the peak of the whole process tree added up (the indexer's
+workers, the capsule's processes), which is what the machine has to hold at once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class StageRun:
+    name: str
+    seconds: float
+    cpu: float
+    peak_rss_mb: float  # the largest single process (wait4)
+    peak_tree_mb: float  # the process tree added up, sampled
+    returncode: int
+    stdout: str
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its descendants, from /proc (children of children in any order)."""
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as stat:
+                parents[int(name)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    tree = [root]
+    seen = {root}
+    for pid in tree:  # grows while it is walked: a breadth-first search
+        for child, parent in parents.items():
+            if parent == pid and child not in seen:
+                seen.add(child)
+                tree.append(child)
+    return tree
+
+
+def tree_rss_mb(roots: list[int]) -> float:
+    total = 0
+    for root in roots:
+        for pid in tree_pids(root):
+            try:
+                with open(f"/proc/{pid}/statm") as statm:
+                    total += int(statm.read().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total * PAGE_BYTES / 2**20
+
+
+class TreePeak:
+    """Samples the summed RSS of process trees until stopped; keeps the peak."""
+
+    def __init__(self, roots: Callable[[], list[int]], every: float = 0.25) -> None:
+        self.peak_mb = 0.0
+        self._roots = roots
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreePeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.peak_mb = max(self.peak_mb, tree_rss_mb(self._roots()))
+
+
+def run_stage(name: str, command: list[str], cwd: Path) -> StageRun:
+    """Run ``command`` to its end and measure it; stdout is kept (``--json`` figures)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, text=True)
+    output: list[str] = []
+    reader = threading.Thread(target=lambda: output.append(process.stdout.read()), daemon=True)
+    reader.start()
+    with TreePeak(lambda: [process.pid]) as peak:
+        _, status, usage = os.wait4(process.pid, 0)
+    reader.join()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return StageRun(
+        name=name,
+        seconds=time.perf_counter() - started,
+        cpu=usage.ru_utime + usage.ru_stime,
+        peak_rss_mb=usage.ru_maxrss / 1024,  # kilobytes on Linux
+        peak_tree_mb=peak.peak_mb,
+        returncode=process.returncode,
+        stdout="".join(output),
+    )
