@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_capsule import Server, drive, make_queries, percentile
+from bench.bench_capsule import Server, _tree_cpu_seconds, drive, make_queries, percentile
 from bench.bench_capsule import _measure as measure_capsule
 from bench.bench_index import naive_build, touch_one_percent
 from bench.scale_server import SpaceServer
@@ -86,6 +86,11 @@ def store_figures(db_path: Path) -> dict[str, float]:
             " SUM(state = 'ok' AND mime NOT LIKE 'text/%'), MAX(id) FROM pages"
         ).fetchone()
         links = connection.execute("SELECT COUNT(*) FROM links").fetchone()[0]
+        # The traps' endless URLs and robots.txt's closed paths: what the defences let by.
+        trapped, private = connection.execute(
+            "SELECT SUM(url LIKE '%/cal/%' OR url LIKE '%/search?%'),"
+            " SUM(url LIKE '%/private/%') FROM pages WHERE fetched_at IS NOT NULL"
+        ).fetchone()
         capsules = connection.execute("SELECT COUNT(*) FROM capsules").fetchone()[0]
     finally:
         connection.close()
@@ -98,6 +103,8 @@ def store_figures(db_path: Path) -> dict[str, float]:
         "text MB": text_bytes / MB,
         "links": float(links),
         "capsules": float(capsules),
+        "trap pages fetched": float(trapped or 0),
+        "robots-closed pages fetched": float(private or 0),
         "store MB": store / MB,
         "max page id": float(max_id or 0),
     }
@@ -223,7 +230,9 @@ def run(
         command += ["--delay", str(delay), "--concurrency", str(CONCURRENCY)]
         command += ["--max-pages-per-capsule", str(MAX_PAGES_PER_CAPSULE)]
         try:
+            served = sum(_tree_cpu_seconds(pid) for pid in server.pids())
             crawl = _check(run_stage("crawl", command, ROOT))
+            served = sum(_tree_cpu_seconds(pid) for pid in server.pids()) - served
         finally:
             server.close()
         stages.append(crawl)
@@ -231,7 +240,8 @@ def run(
         print(
             f"crawl: {store['pages fetched']:,.0f} fetched in {crawl.seconds:,.0f} s "
             f"({store['pages fetched'] / crawl.seconds:,.1f} pages/s), "
-            f"peak RSS {crawl.peak_rss_mb:,.0f} MB",
+            f"peak RSS {crawl.peak_rss_mb:,.0f} MB; the space's server used {served:,.0f} "
+            "CPU s of the same two cores",
             flush=True,
         )
 
@@ -270,6 +280,7 @@ def run(
                 "pages generated": float(space.pages),
                 "capsules generated": float(len(space.capsules)),
                 "crawl delay s": delay,
+                "space server CPU s (during the crawl)": served,
                 **store,
                 "crawl pages/s": store["pages fetched"] / crawl.seconds,
                 "index documents": float(report["documents"]),
@@ -367,6 +378,9 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         "index MB",
         "links",
         "crawl pages/s",
+        "space server CPU s (during the crawl)",
+        "trap pages fetched",
+        "robots-closed pages fetched",
         "index docs/s",
         "index docs per CPU s",
         "naive docs per CPU s",
