@@ -17,10 +17,11 @@ the production path runs against it as separate processes:
    as all load comes from one address) at concurrency 16, ``bench_capsule``'s client;
 6. 1 % of the stored pages changed, then ``sextant index`` again (incremental).
 
-Each stage's wall time, CPU time and peak RSS are its own (``wait4`` for the largest
-process, /proc sampling for the process tree added up). Figures for a smaller run are also
-projected linearly to 600,000 pages; a per-page cost that grows between two sizes is the
-finding to look for. Run:
+Each stage's wall time, CPU time and peak memory are its own (``wait4``'s RSS for the
+largest process, /proc sampling of the process tree's PSS, so index files mapped by every
+capsule process count once). Times of a smaller run are also projected linearly to 600,000
+pages (the crawl by its floors instead, see ``crawl_at_full``); a per-page cost that grows
+between two sizes is the finding to look for. Run:
 
     .venv/bin/python -m bench.bench_scale [--quick | --pages N] [--delay S] [--keep DIR]
 """
@@ -168,7 +169,7 @@ def capsule_load(data_dir: Path, words: list[str]) -> dict[str, float]:
         "capsule c16 p99 ms": 1000 * percentile(latencies, 0.99),
         "capsule c16 failed": float(sum(outcome["failures"].values())),
         "capsule server CPU ms/request": 1000 * outcome["server cpu"] / outcome["requests"],
-        "capsule peak RSS MB (all processes)": peak.peak_mb,
+        "capsule peak PSS MB (all processes)": peak.peak_mb,
     }
 
 
@@ -315,7 +316,7 @@ def run(
             figures[f"{stage.name} s"] = stage.seconds
             figures[f"{stage.name} CPU s"] = stage.cpu
             figures[f"{stage.name} peak RSS MB"] = stage.peak_rss_mb
-            figures[f"{stage.name} peak tree RSS MB"] = stage.peak_tree_mb
+            figures[f"{stage.name} peak tree PSS MB"] = stage.peak_tree_mb
         print_table(pages, stages, figures)
         if keep is not None:  # for comparing sizes later
             (root / "figures.json").write_text(json.dumps(figures, indent=1))
@@ -356,7 +357,7 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         f"fetched; times also projected linearly to {FULL_PAGES:,})\n"
     )
     print(
-        "| stage | wall s | CPU s | peak RSS MB (largest / tree) | ms CPU per page "
+        "| stage | wall s | CPU s | peak RSS MB (largest) / PSS MB (tree) | ms CPU per page "
         "| wall at 600k, min |"
     )
     print("|---|---|---|---|---|---|")
@@ -369,7 +370,7 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         )
     full, incremental = figures["index (full) s"], figures["index (1% changed) s"]
     crawl = crawl_at_full(figures) / scale  # in this run's units, scaled back below
-    peak = max(figures[f"{s.name} peak tree RSS MB"] for s in stages)
+    peak = max(figures[f"{s.name} peak tree PSS MB"] for s in stages)
     rows = [
         (
             "crawl to search-ready at 600k, min",
@@ -381,7 +382,7 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         ("full index at 600k, min", full * scale / 60, "< 30", lambda v: v < 30),
         ("incremental 1 % at 600k, min", incremental * scale / 60, "< 3", lambda v: v < 3),
         ("index on disk / text indexed", figures["index / text"], "<= 1.5", lambda v: v <= 1.5),
-        ("peak RSS of any stage (tree), MB", peak, "< 1024", lambda v: v < 1024),
+        ("peak memory of any stage (tree PSS), MB", peak, "< 1024", lambda v: v < 1024),
         ("crawler peak RSS, MB", figures["crawl peak RSS MB"], "< 300", lambda v: v < 300),
         ("query p99 warm, ms", figures["query p99 ms (warm)"], "<= 50", lambda v: v <= 50),
         ("query p99 cold, ms", figures["query p99 ms (cold)"], "-", None),
@@ -425,7 +426,7 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         "capsule c16 p50 ms",
         "capsule c16 failed",
         "capsule server CPU ms/request",
-        "capsule peak RSS MB (all processes)",
+        "capsule peak PSS MB (all processes)",
         "incremental pages changed",
         "incremental pages indexed",
     ):

@@ -1,8 +1,8 @@
 """Wall time, CPU time and peak memory of one pipeline stage run as its own process.
 
 ``wait4`` gives the child's CPU and the peak RSS of its largest process; a poller thread
-reads ``/proc`` meanwhile for the peak of the whole process tree added up (the indexer's
-workers, the capsule's processes), which is what the machine has to hold at once.
+reads ``/proc`` meanwhile for the peak of the whole process tree's PSS added up (the
+indexer's workers, the capsule's processes), which is what the machine has to hold at once.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
-
 
 @dataclass(frozen=True)
 class StageRun:
@@ -24,7 +22,7 @@ class StageRun:
     seconds: float
     cpu: float
     peak_rss_mb: float  # the largest single process (wait4)
-    peak_tree_mb: float  # the process tree added up, sampled
+    peak_tree_mb: float  # the process tree's PSS added up, sampled
     returncode: int
     stdout: str
 
@@ -50,20 +48,25 @@ def tree_pids(root: int) -> list[int]:
     return tree
 
 
-def tree_rss_mb(roots: list[int]) -> float:
-    total = 0
+def tree_pss_mb(roots: list[int]) -> float:
+    """The trees' proportional set size: pages shared between processes (the index files
+    every capsule process maps, a forked parent's memory) are counted once, not per
+    process as adding RSS would."""
+    total_kb = 0
     for root in roots:
         for pid in tree_pids(root):
             try:
-                with open(f"/proc/{pid}/statm") as statm:
-                    total += int(statm.read().split()[1])
-            except (OSError, IndexError, ValueError):
+                with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                    total_kb += next(
+                        int(line.split()[1]) for line in rollup if line.startswith("Pss:")
+                    )
+            except (OSError, IndexError, ValueError, StopIteration):
                 continue
-    return total * PAGE_BYTES / 2**20
+    return total_kb / 1024
 
 
 class TreePeak:
-    """Samples the summed RSS of process trees until stopped; keeps the peak."""
+    """Samples the summed PSS of process trees until stopped; keeps the peak."""
 
     def __init__(self, roots: Callable[[], list[int]], every: float = 0.25) -> None:
         self.peak_mb = 0.0
@@ -82,7 +85,7 @@ class TreePeak:
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
-            self.peak_mb = max(self.peak_mb, tree_rss_mb(self._roots()))
+            self.peak_mb = max(self.peak_mb, tree_pss_mb(self._roots()))
 
 
 def run_stage(name: str, command: list[str], cwd: Path) -> StageRun:
