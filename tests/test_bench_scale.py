@@ -19,7 +19,7 @@ from indexer.analysis import detect_language
 from sextant.server import Request
 from sextant.urls import parse
 
-PAGES = 20_000
+PAGES = 12_000
 
 
 @pytest.fixture(scope="module")
