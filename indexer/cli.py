@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from indexer.budget import DEFAULT_SECONDS, STOPPED_EARLY, Budget
+from indexer.budget import DEFAULT_SECONDS, PATIENT_SECONDS, STOPPED_EARLY, Budget
 from sextant.cli import pass_settings
 from sextant.config import Settings
 from sextant.display import json_text, one_line
@@ -92,11 +92,12 @@ class _StatusLine:
     "--budget",
     "budget_seconds",
     type=click.FloatRange(min=0, min_open=True),
-    default=DEFAULT_SECONDS,
+    default=PATIENT_SECONDS,
     show_default=True,
     metavar="SECONDS",
     help="Wall time the search may take; a costlier query stops early and shows what it "
-    "found by then (marked partial).",
+    f"found by then (marked partial). The public capsule gives {DEFAULT_SECONDS:g} s; here "
+    "you wait for your own searches.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @pass_settings
