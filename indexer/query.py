@@ -51,7 +51,7 @@ from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
-from indexer.schema import BOOST_FIELDS
+from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
 from indexer.vector import DocSet, VectorIndex, top
@@ -90,6 +90,8 @@ PHRASE_SAMPLE = 1000
 #: thousand characters of text (:data:`~indexer.snippets.MAX_SCAN_CHARS`); reading and
 #: parsing a whole 5 MiB page for each hit would cost more than the search.
 SNIPPET_SOURCE_CHARS = 64 * 1024
+#: A prefix's most common words that count in the title, anchor and heading fields.
+PREFIX_BOOSTS = 8
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -491,6 +493,7 @@ def _rank_text(
     (ranked less well, but ranked); the evaluation raises
     :class:`~indexer.budget.BudgetExhausted` only when it has no subset of the matches."""
     matches = snapshot.vector.evaluate(compiled.query, budget=budget)
+    _expand_prefixes(snapshot.vector, compiled)
     scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted, budget)
     if boost and compiled.boosts and scored:
         ordered = sorted(docnum for docnum, _ in scored)
@@ -504,6 +507,19 @@ def _rank_text(
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     kept = _fold(scored, snapshot.groups, snapshot.ranks)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _expand_prefixes(index: VectorIndex, compiled: Compiled) -> None:
+    """Give a prefix's words to the snippets (all of them) and to the boost fields (the
+    :data:`PREFIX_BOOSTS` most common: each is a posting list per boost field to load).
+    The evaluation has just expanded them, so this reads the cache."""
+    for fieldname, prefix in compiled.prefixes:
+        terms = index.expansion(fieldname, prefix)
+        compiled.terms.update(terms)
+        if fieldname == TEXT_FIELD:
+            compiled.boosts.update(
+                (name, term) for name in BOOST_FIELDS for term in terms[:PREFIX_BOOSTS]
+            )
 
 
 def _vector_hits(

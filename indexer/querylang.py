@@ -34,11 +34,18 @@ from dataclasses import dataclass, field
 
 from whoosh import query as wq
 
-from indexer.analysis import STEMMED_LANGUAGES, primary_language, query_variants_by_language
+from indexer.analysis import (
+    STEMMED_LANGUAGES,
+    fold,
+    primary_language,
+    query_variants_by_language,
+    words,
+)
 from indexer.documents import normalize_charset
 from indexer.require import Require
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.sizefilter import SizeRange
+from indexer.wildcard import MIN_PREFIX_CHARS, WordPrefix
 from sextant.errors import InvalidURL, QueryError
 from sextant.urls import parse as parse_url
 
@@ -100,6 +107,7 @@ class Text:
     value: str
     phrase: bool = False
     field: str | None = None
+    prefix: bool = False  # ``sol*``: any word of the index starting with ``value``
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +193,8 @@ def _tokens(text: str) -> list[_Token]:
             match = _FILTER_RE.fullmatch(word)
             if word in ("OR", "AND", "NOT"):
                 tokens.append(_Token(word, word, start, i))
+            elif len(word) > 1 and word.endswith("*") and not match:
+                tokens.append(_Token("prefix", _prefix_word(word), start, i))
             elif match and match.group(1).lower() in FILTER_NAMES:
                 name = FILTER_NAMES[match.group(1).lower()]
                 value = match.group(2)
@@ -203,6 +213,23 @@ def _tokens(text: str) -> list[_Token]:
             else:
                 tokens.append(_Token("word", word, start, i))
     return tokens
+
+
+def _prefix_word(word: str) -> str:
+    """The folded beginning a ``sol*`` stands for; refused when too short to be a question
+    (``a*`` is most of the index) or not one word."""
+    stem = word[:-1]
+    found = list(words(stem))
+    if len(found) != 1 or found[0].cjk or found[0].text != stem:
+        raise QueryError(
+            f"{word}: a * goes at the end of one word, e.g. sol* (punctuation inside a "
+            "prefix is not supported)"
+        )
+    if len(stem) < MIN_PREFIX_CHARS:
+        raise QueryError(
+            f"{word}: a prefix needs at least {MIN_PREFIX_CHARS} letters before the *, e.g. sol*"
+        )
+    return fold(stem)
 
 
 def _starts_term(text: str, i: int) -> bool:
@@ -326,6 +353,8 @@ class _Parser:
             if name in ("intitle", "inurl"):
                 return Text(token.value, phrase=bool(phrase), field=name)
             return Filter(name, token.value)
+        if token.kind == "prefix":  # not a word to correct: "sol*" is not a typo of "son"
+            return Text(token.value, prefix=True)
         if not self.negated:
             self.words.append(Span(token.start, token.end, token.value))
         return Text(token.value)
@@ -393,6 +422,9 @@ class Compiled:
     terms: set[str] = field(default_factory=set)
     phrases: list[PhraseCheck] = field(default_factory=list)
     boosts: set[tuple[str, str]] = field(default_factory=set)
+    #: Word prefixes (field, folded beginning): their terms join ``terms`` and ``boosts``
+    #: once the index has expanded them (:func:`indexer.query._expand_prefixes`).
+    prefixes: list[tuple[str, str]] = field(default_factory=list)
     #: Phrases and analysed terms so far, for the limits (MAX_PHRASES, MAX_QUERY_TERMS).
     phrase_count: int = 0
     term_count: int = 0
@@ -506,6 +538,11 @@ def _text(
     of every document holding all the words, seconds for "of the" on a large index.
     """
     field_name = {"intitle": "title", "inurl": "urlwords"}.get(node.field or "", TEXT_FIELD)
+    if node.prefix:
+        _count(compiled, 1)
+        if not negated:
+            compiled.prefixes.append((field_name, node.value))
+        return WordPrefix(field_name, node.value)
     variants = query_variants_by_language(
         node.value, (None,) if field_name == "urlwords" else langs
     )
