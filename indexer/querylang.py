@@ -11,7 +11,7 @@ Grammar (documented for users in the README)::
 
 Filters: ``site:`` (a capsule, optionally with a path: ``site:example.org/~alice``),
 ``domain:`` (a host and all its subdomains), ``lang:`` (``lang:de``; matches ``de-AT`` too),
-``type:``/``content_type:`` (a MIME type ``text/gemini``, a major type ``image``, or ``input``
+``type:``/``content_type:``/``mime:`` (a MIME type ``text/gemini``, a major type ``image``, or ``input``
 for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
 ``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:`` and ``inurl:``.
 
@@ -69,6 +69,7 @@ FILTER_NAMES = {
     "lang": "lang",
     "type": "type",
     "content_type": "type",
+    "mime": "type",
     "charset": "charset",
     "size": "size",
     "intitle": "intitle",

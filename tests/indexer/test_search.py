@@ -62,6 +62,7 @@ def test_lang_filter_uses_declared_and_detected_languages(known: Searcher) -> No
 def test_type_filters(known: Searcher) -> None:
     assert urls(known, "type:image") == [f"{WEATHER}/radar.png"]
     assert urls(known, "type:image/png") == [f"{WEATHER}/radar.png"]
+    assert urls(known, "mime:image/png") == [f"{WEATHER}/radar.png"]
     assert urls(known, "type:text/plain") == [f"{WEATHER}/report.txt"]
     assert urls(known, "content_type:input") == [f"{WEATHER}/forecast"]
     assert set(urls(known, "type:feed")) == {f"{ALICE}/gemlog/", f"{NEWS}/"}
