@@ -76,7 +76,11 @@ class _StatusLine:
             click.echo("\r\x1b[K", err=True, nl=False)
 
 
-@click.command()
+@click.command(
+    # `sextant search solar -raspberry`: a word starting with "-" that is not one of the
+    # options below is a query word (a NOT), not an error about an unknown option "-r".
+    context_settings={"ignore_unknown_options": True}
+)
 @click.argument("query", nargs=-1, required=True)
 @click.option(
     "--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Results per page."
@@ -111,7 +115,8 @@ def search(
     """Search the index: words, "phrases", OR, -word, site:, lang:, type:, size:>10K...
 
     The words are joined with spaces, so quote phrases for the shell too:
-    sextant search '"sourdough starter"' lang:en
+    sextant search '"sourdough starter"' lang:en. Words may start with "-" (solar
+    -raspberry); to search for a word that is also an option, put it after --.
     """
     from indexer.query import open_searcher
 

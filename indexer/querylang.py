@@ -11,8 +11,8 @@ Grammar (documented for users in the README)::
 
 Filters: ``site:`` (a capsule, optionally with a path: ``site:example.org/~alice``),
 ``domain:`` (a host and all its subdomains), ``lang:`` (``lang:de``; matches ``de-AT`` too),
-``type:``/``content_type:``/``mime:`` (a MIME type ``text/gemini``, a major type ``image``, or ``input``
-for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
+``type:``/``content_type:``/``mime:`` (a MIME type ``text/gemini``, a major type ``image``,
+or ``input`` for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
 ``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:`` and ``inurl:``.
 
 A ``name:value`` whose name is not a filter is an ordinary word (``gemini://`` must not need

@@ -81,6 +81,23 @@ def test_search_words_join_and_suggestions_show(data_dir: Path) -> None:
     assert json.loads(output)["suggestion"] == "sourdough"
 
 
+def test_excluded_words_need_no_quotes_and_options_work_around_them(data_dir: Path) -> None:
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", "beans", "-runner")
+    assert code == 0, output
+    assert "1. Gardening" in output
+    assert "1 result · " in output
+    code, output = run(data_dir, "search", "--limit", "1", "beans", "-runner", "--json")
+    assert code == 0, output
+    assert [hit["url"] for hit in json.loads(output)["results"]] == ["gemini://a.example/"]
+    code, output = run(data_dir, "search", "--json", "-runner", "beans")
+    assert code == 0, output
+    assert json.loads(output)["total"] == 1
+    code, output = run(data_dir, "search", "--json", "--", "beans", "--limit")
+    assert code == 0, output  # after --, even an option's name is a word (here a NOT)
+    assert json.loads(output)["total"] == 2
+
+
 def test_index_json_report(data_dir: Path) -> None:
     code, output = run(data_dir, "index", "--json", "--rebuild")
     assert code == 0, output
