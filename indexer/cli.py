@@ -153,13 +153,21 @@ def _as_json(results: Any) -> dict[str, Any]:
             for hit in results.hits
         ],
         "suggestion": results.suggestion,
+        "corrected_from": results.corrected_from,
         "seconds": round(results.seconds, 6),
     }
 
 
 def _print_results(results: Any, *, color: bool) -> None:
+    from indexer.query import VERBATIM
     from indexer.snippets import MARK_END, MARK_START
 
+    if results.corrected_from is not None:
+        click.echo(
+            f"Showing results for {one_line(results.query)} — search instead for "
+            f"{VERBATIM}{one_line(results.corrected_from)}"
+        )
+        click.echo()
     # Every field comes from a capsule; cleaned before styling adds escapes of our own.
     first = (results.page - 1) * results.page_size + 1
     for number, hit in enumerate(results.hits, first):

@@ -27,6 +27,7 @@ evaluation is numpy and Python under the GIL, so more searchers would not be fas
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import threading
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MARK_END",
     "MARK_START",
+    "VERBATIM",
     "Hit",
     "IndexMissing",
     "SearchResults",
@@ -92,6 +94,8 @@ PHRASE_SAMPLE = 1000
 SNIPPET_SOURCE_CHARS = 64 * 1024
 #: A prefix's most common words that count in the title, anchor and heading fields.
 PREFIX_BOOSTS = 8
+#: A query starting with this is searched as typed, never replaced by its correction.
+VERBATIM = "!"
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -133,6 +137,9 @@ class SearchResults:
     partial: bool = False
     #: Seconds of search-thread time the search used (what the capsule's throttle charges).
     cost: float = 0.0
+    #: The query as typed when it found nothing and these are the results of its spelling
+    #: correction (``query``); ``VERBATIM + corrected_from`` searches it as typed.
+    corrected_from: str | None = None
 
     @property
     def pages(self) -> int:
@@ -255,6 +262,10 @@ class Searcher:
         verified), candidates without their boost-field scores, no spelling suggestion,
         snippets that are the opening of the page; the results say ``partial``. A search
         that has no hit to show by then is refused with :data:`STOPPED_EARLY`.
+
+        A query that finds nothing while its spelling correction finds something is answered
+        with the correction's results (``corrected_from`` holds the query as typed); one
+        starting with :data:`VERBATIM` (``!cinamon``) is searched as typed.
         """
         started = time.perf_counter()
         budget = budget if budget is not None else Budget()
@@ -265,7 +276,34 @@ class Searcher:
             raise QueryError(f"page size must be between 1 and {MAX_PAGE_SIZE}")
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}, not {ranking!r}")
-        parsed = parse(query)
+        verbatim = query.startswith(VERBATIM)
+        text = query[len(VERBATIM) :] if verbatim else query
+        results = self._search(query, text, page, page_size, ranking, budget, started)
+        if verbatim or results.total or not results.suggestion or budget.exhausted:
+            return results
+        # Nothing found, and the correction finds something: answer it at once, saying so.
+        try:
+            corrected = self._search(
+                results.suggestion, results.suggestion, page, page_size, ranking, budget, started
+            )
+        except QueryError:  # the budget ran out in the corrected search: keep the suggestion
+            return dataclasses.replace(results, seconds=time.perf_counter() - started)
+        if corrected.total == 0:
+            return results
+        return dataclasses.replace(corrected, suggestion=None, corrected_from=text)
+
+    def _search(
+        self,
+        query: str,
+        text: str,
+        page: int,
+        page_size: int,
+        ranking: str,
+        budget: Budget,
+        started: float,
+    ) -> SearchResults:
+        """:meth:`search` of ``text`` (``query`` as typed, for the results), no correction."""
+        parsed = parse(text)
         compiled = compile_query(parsed)
         with self._use_snapshot() as snapshot:
             with snapshot.lock:

@@ -57,7 +57,16 @@ def test_search_json_output(data_dir: Path) -> None:
     code, output = run(data_dir, "search", "--json", "--limit", "1", "beans")
     assert code == 0, output
     data = json.loads(output)
-    assert set(data) == {"total", "exact", "partial", "page", "results", "suggestion", "seconds"}
+    assert set(data) == {
+        "total",
+        "exact",
+        "partial",
+        "page",
+        "results",
+        "suggestion",
+        "corrected_from",
+        "seconds",
+    }
     assert data["total"] == 2
     assert data["exact"] is True
     assert data["partial"] is False
@@ -71,14 +80,26 @@ def test_search_json_output(data_dir: Path) -> None:
     assert json.loads(output)["results"][0]["url"] == "gemini://a.example/"
 
 
-def test_search_words_join_and_suggestions_show(data_dir: Path) -> None:
+def test_search_words_join_and_corrections_answer(data_dir: Path) -> None:
     run(data_dir, "index")
     code, output = run(data_dir, "search", "sourdugh", "bread")
     assert code == 0
+    assert output.startswith(
+        "Showing results for sourdough bread — search instead for !sourdugh bread\n"
+    )
+    assert "1. Bread" in output
+    code, output = run(data_dir, "search", "--json", "sourdugh")
+    data = json.loads(output)
+    assert data["corrected_from"] == "sourdugh"
+    assert data["total"] == 1
+    assert data["suggestion"] is None
+    code, output = run(data_dir, "search", "!sourdugh", "bread")
+    assert code == 0
     assert "no results" in output
     assert "did you mean: sourdough bread" in output
-    code, output = run(data_dir, "search", "--json", "sourdugh")
-    assert json.loads(output)["suggestion"] == "sourdough"
+    code, output = run(data_dir, "search", "--json", "!sourdugh")
+    data = json.loads(output)
+    assert (data["total"], data["suggestion"], data["corrected_from"]) == (0, "sourdough", None)
 
 
 def test_excluded_words_need_no_quotes_and_options_work_around_them(data_dir: Path) -> None:

@@ -161,13 +161,28 @@ def test_hit_fields(known: Searcher) -> None:
 
 
 def test_did_you_mean(known: Searcher) -> None:
-    results = known.search("sourdogh")
+    results = known.search("!sourdogh")
     assert results.total == 0
     assert results.suggestion == "sourdough"
-    assert known.search("lagrnge review").suggestion == "lagrange review"
+    assert results.query == "!sourdogh"
+    assert results.corrected_from is None
+    assert known.search("!lagrnge review").suggestion == "lagrange review"
     assert known.search('tomatoes "balcony" site:alice.example').suggestion is None
     assert known.search("sourdough").suggestion is None
     assert known.search("qqqqzzzz").suggestion is None
+
+
+def test_a_correction_that_finds_pages_answers_at_once(known: Searcher) -> None:
+    results = known.search("sourdogh bred")
+    assert results.corrected_from == "sourdogh bred"
+    assert results.query == "sourdough bread"
+    assert results.suggestion is None
+    assert results.hits[0].url == f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"
+    assert "**sourdough**" in results.hits[0].snippet.lower()
+    # Corrections rewrite the words only: the filters and operators stay as typed.
+    assert known.search("lagrnge -zzzz").query == "lagrange -zzzz"
+    # Nothing to correct to: the empty answer stays.
+    assert known.search("qqqqzzzz").corrected_from is None
 
 
 def test_paging(known: Searcher) -> None:
