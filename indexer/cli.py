@@ -148,6 +148,7 @@ def _as_json(results: Any) -> dict[str, Any]:
                 "mime": hit.mime,
                 "lang": hit.lang,
                 "size": hit.size,
+                "date": None if hit.date is None else hit.date.isoformat(),
                 "score": round(hit.score, 6),
             }
             for hit in results.hits
@@ -185,6 +186,8 @@ def _print_results(results: Any, *, color: bool) -> None:
                 )
             click.echo(f"   {snippet}")
         facts = [one_line(hit.host), _size(hit.size), one_line(hit.lang) or "language unknown"]
+        if hit.date is not None:
+            facts.append(hit.date.isoformat())
         if hit.mime and hit.mime != "text/gemini":
             facts.append(one_line(hit.mime))
         click.echo(f"   {' · '.join(facts)}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +38,7 @@ from indexer.analysis import (
     fold,
     primary_language,
 )
+from indexer.dates import UNKNOWN_DATE, day_number, page_date
 from indexer.schema import PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
@@ -168,7 +169,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         return None
     inbound = inbound or Inbound()
     title = row.title
-    headings: Iterable[str] = ()
+    headings: Sequence[str] = ()
     body = ""
     prompt = ""
     mime = (row.mime or "").split(";", 1)[0].strip().lower() or None
@@ -182,7 +183,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
             if mime == "text/gemini":
                 parsed = gemtext.parse(row.body)
                 title = title or parsed.title
-                headings = (heading.text for heading in parsed.headings)
+                headings = [heading.text for heading in parsed.headings]
                 body = "\n".join((parsed.text, *parsed.preformatted_alt))
             else:
                 body = row.body
@@ -201,6 +202,13 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
     text = analyze_parts(lang, (*parts, (words_of_url, False)), PART_GAP, seen)
     size = row.size
     group = row.content_hash or f"p{row.id}"
+    dated = page_date(
+        inbound.labels,
+        headings[0] if headings else None,
+        unquote(url.path),
+        row.discovered_at,
+        row.fetched_at,
+    )
     return {
         "pid": str(row.id),
         "url": row.url,
@@ -222,6 +230,8 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "feed": row.feed_kind or None,
         "first_seen": _naive(row.discovered_at),
         "fetched": _naive(row.fetched_at),
+        "date": None if dated is None else dated.isoformat(),
+        "dates": UNKNOWN_DATE if dated is None else day_number(dated),
         "inbound": len(inbound.sources),
         "group": group,
         "key": row.id,

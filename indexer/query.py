@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,11 +48,13 @@ from indexer import location
 from indexer.analysis import fold, words
 from indexer.budget import STOPPED_EARLY, Budget, BudgetExhausted, paced
 from indexer.columnread import segment_column
+from indexer.dates import DATE_COLUMN
 from indexer.location import IndexMissing
 from indexer.positions import may_hold_phrases, verify_phrases
 from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
+from indexer.sizefilter import column_values
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
 from indexer.vector import DocSet, VectorIndex, top
@@ -94,6 +96,8 @@ PHRASE_SAMPLE = 1000
 SNIPPET_SOURCE_CHARS = 64 * 1024
 #: A prefix's most common words that count in the title, anchor and heading fields.
 PREFIX_BOOSTS = 8
+#: ``sort:newest`` orders by date × this + text score (scores stay well below it).
+DATE_KEY = 10_000.0
 #: A query starting with this is searched as typed, never replaced by its correction.
 VERBATIM = "!"
 #: With fewer results than this, the searcher looks for a spelling correction.
@@ -121,6 +125,7 @@ class Hit:
     fetched_at: datetime | None
     inbound: int
     rank: float  # link-analysis score, 1.0 = an average page
+    date: date | None = None  # the page's date (indexer.dates: a label's, its URL's, first seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,7 @@ class _Snapshot:
         self.users = 0
         self.retired = False
         self.page_ids, self.groups = _document_arrays(self.searcher)
+        self.dates = _leaf_columns(self.searcher.reader(), DATE_COLUMN)
         self.vector = VectorIndex(self.searcher, WEIGHTING)
         self.rank_stamp: tuple[int, int, int] | None = None
         self.link_scores = LinkScores.empty()
@@ -211,6 +217,13 @@ def _document_arrays(searcher: WhooshSearcher) -> tuple[numpy.ndarray, numpy.nda
 def _column(reader: Any, name: str) -> numpy.ndarray:
     leaves = [(reader, 0)] if reader.is_atomic() else list(reader.leaf_readers())
     parts = [segment_column(leaf, name, numpy.int64) for leaf, _ in leaves]
+    return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
+
+
+def _leaf_columns(reader: Any, name: str) -> numpy.ndarray:
+    """A column over all segments, -1 where unknown (an older segment, a deleted page)."""
+    leaves = [(reader, 0)] if reader.is_atomic() else list(reader.leaf_readers())
+    parts = [column_values(leaf, name) for leaf, _ in leaves]
     return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
 
 
@@ -319,10 +332,13 @@ class Searcher:
                             page * page_size,
                             boost=ranking != "bm25",
                             blend=ranking == "blended",
+                            newest=parsed.sort == "newest",
                             budget=budget,
                         )
                     else:
-                        ranked, total, exact = _rank_filters(snapshot, compiled.query, budget)
+                        ranked, total, exact = _rank_filters(
+                            snapshot, compiled.query, budget, newest=parsed.sort == "newest"
+                        )
                 except BudgetExhausted:
                     raise QueryError(STOPPED_EARLY) from None
                 chosen = ranked[(page - 1) * page_size : page * page_size]
@@ -521,6 +537,7 @@ def _rank_text(
     boost: bool,
     blend: bool,
     budget: Budget,
+    newest: bool = False,
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits and the match count (and whether it is exact), in three stages:
     candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
@@ -532,6 +549,8 @@ def _rank_text(
     :class:`~indexer.budget.BudgetExhausted` only when it has no subset of the matches."""
     matches = snapshot.vector.evaluate(compiled.query, budget=budget)
     _expand_prefixes(snapshot.vector, compiled)
+    if newest:
+        return _rank_newest(snapshot, compiled, matches, wanted, budget)
     scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted, budget)
     if boost and compiled.boosts and scored:
         ordered = sorted(docnum for docnum, _ in scored)
@@ -545,6 +564,24 @@ def _rank_text(
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     kept = _fold(scored, snapshot.groups, snapshot.ranks)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _rank_newest(
+    snapshot: _Snapshot, compiled: Compiled, matches: DocSet, wanted: int, budget: Budget
+) -> tuple[list[tuple[int, float]], int, bool]:
+    """``sort:newest``: matches by date, newest first, the text score ordering each day's;
+    undated pages last. Phrases are checked in that order too, so the newest are verified
+    first. The score shown stays the text score (no boost fields, no link prior: neither
+    changes the order)."""
+    dates = snapshot.dates[matches.ids].astype(numpy.float64)
+    keys = dates * DATE_KEY + numpy.minimum(matches.scores, DATE_KEY - 1)
+    keyed, total, exact = _vector_hits(
+        snapshot.vector, compiled, DocSet(matches.ids, keys), wanted, budget
+    )
+    keyed.sort(key=lambda pair: (-pair[1], pair[0]))
+    kept = _fold(keyed, snapshot.groups, snapshot.ranks)
+    scored = [(docnum, key - float(snapshot.dates[docnum]) * DATE_KEY) for docnum, key in kept]
+    return scored, total - (len(keyed) - len(kept)), exact
 
 
 def _expand_prefixes(index: VectorIndex, compiled: Compiled) -> None:
@@ -618,14 +655,16 @@ def _boost_scores(
 
 
 def _rank_filters(
-    snapshot: _Snapshot, query: Any, budget: Budget
+    snapshot: _Snapshot, query: Any, budget: Budget, *, newest: bool = False
 ) -> tuple[list[tuple[int, float]], int, bool]:
-    """Every page a filter-only query matches, best link score first, folded."""
+    """Every page a filter-only query matches, best link score first (``newest``: newest
+    first, then by link score), folded."""
     docnums = snapshot.vector.evaluate(query, budget=budget).ids
     if len(docnums) == 0:
         return [], 0, True
     ranks = snapshot.ranks[docnums]
-    order = numpy.lexsort((docnums, -ranks))
+    keys = (docnums, -ranks, -snapshot.dates[docnums]) if newest else (docnums, -ranks)
+    order = numpy.lexsort(keys)
     docnums, ranks = docnums[order], ranks[order]
     _, first = numpy.unique(snapshot.groups[docnums], return_index=True)
     keep = numpy.sort(first)
@@ -678,7 +717,12 @@ def _hit(
         fetched_at=fields.get("fetched"),
         inbound=int(fields.get("inbound") or 0),
         rank=rank,
+        date=_stored_date(fields.get("date")),
     )
+
+
+def _stored_date(value: str | None) -> date | None:
+    return None if not value else date.fromisoformat(value)
 
 
 def _display_host(url: str, authority: str) -> str:

@@ -13,7 +13,9 @@ Filters: ``site:`` (a capsule, optionally with a path: ``site:example.org/~alice
 ``domain:`` (a host and all its subdomains), ``lang:`` (``lang:de``; matches ``de-AT`` too),
 ``type:``/``content_type:``/``mime:`` (a MIME type ``text/gemini``, a major type ``image``,
 or ``input`` for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
-``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:`` and ``inurl:``.
+``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:``, ``inurl:``, ``after:`` and
+``before:`` (a year, month or day: :mod:`indexer.dates`). ``sort:newest`` is no filter but
+orders the results by date, anywhere in the query.
 
 A ``name:value`` whose name is not a filter is an ordinary word (``gemini://`` must not need
 escaping), ``OR``, ``AND`` and ``NOT`` are operators only in capitals, so ``cats or dogs`` is three
@@ -41,6 +43,7 @@ from indexer.analysis import (
     query_variants_by_language,
     words,
 )
+from indexer.dates import date_filter
 from indexer.documents import normalize_charset
 from indexer.require import Require
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
@@ -75,7 +78,13 @@ FILTER_NAMES = {
     "intitle": "intitle",
     "title": "intitle",
     "inurl": "inurl",
+    "after": "after",
+    "before": "before",
+    "sort": "sort",
 }
+
+#: Orders ``sort:`` accepts: by relevance (the default) or by the page's date, newest first.
+SORTS = ("relevance", "newest")
 
 #: Short names people type for common types.
 TYPE_ALIASES = {
@@ -150,6 +159,7 @@ class ParsedQuery:
     root: Node
     words: tuple[Span, ...]  # plain, non-negated words, for spelling suggestions
     has_text: bool  # False for filter-only queries, which are ordered by link score
+    sort: str = "relevance"  # or "newest" (sort:newest): by the page's date
 
 
 # --- lexer -------------------------------------------------------------------------------
@@ -247,6 +257,9 @@ _FILTER_EXAMPLES = {
     "size": "size:>10K",
     "intitle": "intitle:recipes",
     "inurl": "inurl:gemlog",
+    "after": "after:2024-06",
+    "before": "before:2023-12-31",
+    "sort": "sort:newest",
 }
 
 
@@ -373,6 +386,19 @@ def parse(text: str) -> ParsedQuery:
     if any(ord(ch) < 32 and not ch.isspace() for ch in text):
         raise QueryError("the query contains control characters")
     tokens = _tokens(text)
+    sort = "relevance"
+    for token in tokens:
+        if token.kind == "filter" and token.name.partition("\0")[0] == "sort":
+            sort = token.value.strip().lower()
+            if sort not in SORTS:
+                raise QueryError(
+                    f"sort: orders by {' or '.join(SORTS)} (sort:newest), not {token.value!r}"
+                )
+    tokens = [
+        token
+        for token in tokens
+        if token.kind != "filter" or token.name.partition("\0")[0] != "sort"
+    ]
     if not tokens:
         raise QueryError("the query is empty: type some words to search for")
     parser = _Parser(text, tokens)
@@ -382,7 +408,7 @@ def parse(text: str) -> ParsedQuery:
             "the query only excludes: add a word or a filter to search for, "
             "e.g. gemini -gopher or site:example.org -draft"
         )
-    return ParsedQuery(text, root, tuple(parser.words), _has_text(root))
+    return ParsedQuery(text, root, tuple(parser.words), _has_text(root), sort)
 
 
 def _has_positive(node: Node) -> bool:
@@ -606,6 +632,8 @@ def _filter(node: Filter) -> wq.Query:
         return wq.Term("lang", lang)
     if node.name == "type":
         return _type(node.value)
+    if node.name in ("after", "before"):
+        return date_filter(node.name, node.value)
     if node.name == "charset":
         charset = normalize_charset(node.value)
         if charset is None:

@@ -30,6 +30,7 @@ from whoosh import columns, fields, formats
 
 from indexer import pairfilter
 from indexer.analysis import Analyzed, term_maker
+from indexer.dates import UNKNOWN_DATE
 from indexer.sizefilter import UNKNOWN_SIZE
 
 
@@ -259,6 +260,7 @@ def build_schema() -> fields.Schema:
         # NUMERIC value costs several tiered terms).
         first_seen=fields.STORED(),
         fetched=fields.STORED(),
+        date=fields.STORED(),  # the page's date, ISO (indexer.dates); filters read ``dates``
         inbound=fields.STORED(),
         # Mirrors and duplicates share this key and are folded into one result (through the
         # ``fold`` column below; stored for people, not indexed: no query needs it).
@@ -269,6 +271,9 @@ def build_schema() -> fields.Schema:
         fold=fields.COLUMN(columns.NumericColumn("q")),
         # Size in bytes (-1 unknown) for size: filters (indexer.sizefilter).
         sizes=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_SIZE)),
+        # The page's date in days since 1970-01-01 (-1 unknown) for after:, before: and
+        # sort:newest (indexer.dates).
+        dates=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_DATE)),
         # Word positions of ``text``, per document (see POSITIONS_COLUMN).
         textpos=fields.COLUMN(columns.VarBytesColumn()),
         textpairs=fields.COLUMN(

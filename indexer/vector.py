@@ -45,7 +45,7 @@ from indexer import pairfilter
 from indexer.budget import Budget, BudgetExhausted, paced
 from indexer.require import Require
 from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
-from indexer.sizefilter import SizeRange
+from indexer.sizefilter import ColumnRange
 from indexer.weighting import field_lengths
 from indexer.wildcard import WordPrefix, expand
 
@@ -199,7 +199,7 @@ class VectorIndex:
         if isinstance(query, wq.Every) and query.fieldname:
             terms = self.reader.lexicon(query.fieldname)
             return self._every_term(query.fieldname, terms, budget)
-        if isinstance(query, SizeRange):
+        if isinstance(query, ColumnRange):
             ids = query._matching(self.reader).astype(numpy.int64)
             return DocSet(ids, numpy.zeros(len(ids)))
         raise Unsupported(type(query).__name__)

@@ -141,7 +141,10 @@ def _verbose_hit(hit: Hit) -> list[str]:
             f"type: {hit.mime or 'unknown'} · charset: {hit.charset or 'none'} · "
             f"language: {hit.lang or 'unknown'} · size: {human_size(hit.size)}"
         ),
-        item(f"fetched: {day(hit.fetched_at)} · inbound links: {hit.inbound:,}"),
+        item(
+            f"dated: {hit.date.isoformat() if hit.date else 'unknown'} · "
+            f"fetched: {day(hit.fetched_at)} · inbound links: {hit.inbound:,}"
+        ),
     ]
     return lines
 

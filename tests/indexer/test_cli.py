@@ -73,7 +73,17 @@ def test_search_json_output(data_dir: Path) -> None:
     assert data["page"] == 1
     assert len(data["results"]) == 1
     first = data["results"][0]
-    assert set(first) == {"url", "title", "snippet", "host", "mime", "lang", "size", "score"}
+    assert set(first) == {
+        "url",
+        "title",
+        "snippet",
+        "host",
+        "mime",
+        "lang",
+        "size",
+        "date",
+        "score",
+    }
     assert first["url"] == "gemini://a.example/beans.gmi"
     assert first["size"] == 20_000
     code, output = run(data_dir, "search", "--json", "--page", "2", "--limit", "1", "beans")

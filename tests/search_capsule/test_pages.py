@@ -96,7 +96,7 @@ async def test_verbose_search_shows_the_details_of_each_result(capsule):
     assert "=> gemini://alpha.example/ Alpha's capsule" in text
     assert re.search(r"\* score: [0-9.]+ · link-analysis score: [0-9.]+", text)
     assert "* type: text/gemini · charset: utf-8 · language: en · size: 1.5 kB" in text
-    assert re.search(r"\* fetched: 2026-06-30 · inbound links: [0-9]+", text)
+    assert re.search(r"\* dated: [0-9-]+ · fetched: 2026-06-30 · inbound links: [0-9]+", text)
     assert reply.link_labelled("Compact view") == "/search?solar"
 
 
