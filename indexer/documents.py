@@ -39,6 +39,7 @@ from indexer.analysis import (
     primary_language,
 )
 from indexer.dates import UNKNOWN_DATE, day_number, page_date
+from indexer.navigation import capsule_names, is_index_file, is_start_page
 from indexer.schema import PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
@@ -228,6 +229,8 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "size": size if size is not None and size >= 0 else None,
         "sizes": size if size is not None and size >= 0 else UNKNOWN_SIZE,
         "feed": row.feed_kind or None,
+        "capsule": capsule_names(url.host, title) if is_start_page(url.path) else [],
+        "indexfile": int(is_index_file(url.path)),
         "first_seen": _naive(row.discovered_at),
         "fetched": _naive(row.fetched_at),
         "date": None if dated is None else dated.isoformat(),

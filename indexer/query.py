@@ -42,6 +42,7 @@ import numpy
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.sql.compiler import SQLCompiler
 from whoosh import index as whoosh_index
+from whoosh import query as wq
 from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
@@ -50,8 +51,18 @@ from indexer.budget import STOPPED_EARLY, Budget, BudgetExhausted, paced
 from indexer.columnread import segment_column
 from indexer.dates import DATE_COLUMN
 from indexer.location import IndexMissing
+from indexer.navigation import NAVIGATION_FIELD
 from indexer.positions import may_hold_phrases, verify_phrases
-from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
+from indexer.querylang import (
+    NO_NAMES,
+    Compiled,
+    NamedCapsules,
+    ParsedQuery,
+    Span,
+    capsule_names_in,
+    compile_query,
+    parse,
+)
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.sizefilter import column_values
@@ -164,6 +175,7 @@ class _Snapshot:
         self.retired = False
         self.page_ids, self.groups = _document_arrays(self.searcher)
         self.dates = _leaf_columns(self.searcher.reader(), DATE_COLUMN)
+        self.index_files = _leaf_columns(self.searcher.reader(), "indexfile") > 0
         self.vector = VectorIndex(self.searcher, WEIGHTING)
         self.rank_stamp: tuple[int, int, int] | None = None
         self.link_scores = LinkScores.empty()
@@ -333,6 +345,7 @@ class Searcher:
                             boost=ranking != "bm25",
                             blend=ranking == "blended",
                             newest=parsed.sort == "newest",
+                            named=capsule_names_in(parsed),
                             budget=budget,
                         )
                     else:
@@ -538,6 +551,7 @@ def _rank_text(
     blend: bool,
     budget: Budget,
     newest: bool = False,
+    named: NamedCapsules = NO_NAMES,
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits and the match count (and whether it is exact), in three stages:
     candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
@@ -561,9 +575,43 @@ def _rank_text(
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
+        scored, added = _navigate(snapshot, named, scored, budget)
+        total += added
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
-    kept = _fold(scored, snapshot.groups, snapshot.ranks)
+    kept = _fold(scored, snapshot.groups, snapshot.ranks, snapshot.index_files)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _navigate(
+    snapshot: _Snapshot, named: NamedCapsules, scored: list[tuple[int, float]], budget: Budget
+) -> tuple[list[tuple[int, float]], int]:
+    """The start pages of the capsules the query names (:mod:`indexer.navigation`) raised
+    above every other hit; those of a standalone name added when the text missed them.
+    Returns the hits and how many were added. Past the budget, the hits as they were."""
+    if not named.names:
+        return scored, 0
+    try:
+        pages = snapshot.vector.evaluate(_names_query(named.names), budget=budget).ids
+        shown = snapshot.vector.evaluate(_names_query(named.standalone), budget=budget).ids
+    except BudgetExhausted:
+        return scored, 0
+    if len(pages) == 0:
+        return scored, 0
+    lead = max((score for _, score in scored), default=0.0)
+    found = {int(docnum) for docnum in pages}
+    raised = [(docnum, score + lead if docnum in found else score) for docnum, score in scored]
+    present = {docnum for docnum, _ in scored}
+    extra = [
+        (int(docnum), lead + prior(snapshot.ranks[docnum]))
+        for docnum in shown
+        if int(docnum) not in present
+    ]
+    return raised + extra, len(extra)
+
+
+def _names_query(names: Sequence[str]) -> Any:
+    terms = [wq.Term(NAVIGATION_FIELD, name) for name in names]
+    return wq.Or(terms) if len(terms) != 1 else terms[0]
 
 
 def _rank_newest(
@@ -579,7 +627,7 @@ def _rank_newest(
         snapshot.vector, compiled, DocSet(matches.ids, keys), wanted, budget
     )
     keyed.sort(key=lambda pair: (-pair[1], pair[0]))
-    kept = _fold(keyed, snapshot.groups, snapshot.ranks)
+    kept = _fold(keyed, snapshot.groups, snapshot.ranks, snapshot.index_files)
     scored = [(docnum, key - float(snapshot.dates[docnum]) * DATE_KEY) for docnum, key in kept]
     return scored, total - (len(keyed) - len(kept)), exact
 
@@ -666,26 +714,40 @@ def _rank_filters(
     keys = (docnums, -ranks, -snapshot.dates[docnums]) if newest else (docnums, -ranks)
     order = numpy.lexsort(keys)
     docnums, ranks = docnums[order], ranks[order]
-    _, first = numpy.unique(snapshot.groups[docnums], return_index=True)
-    keep = numpy.sort(first)
-    total = len(keep)
-    keep = keep[:MAX_RESULTS]
+    groups = snapshot.groups[docnums]
+    _, first = numpy.unique(groups, return_index=True)  # each group's place in the order
+    # Each group shown as its first member that is not a directory's index file (see _fold);
+    # numpy.unique lists the groups in the same (sorted) order both times.
+    preferred = numpy.lexsort((numpy.arange(len(docnums)), snapshot.index_files[docnums]))
+    _, shown = numpy.unique(groups[preferred], return_index=True)
+    members = preferred[shown]
+    places = numpy.argsort(first, kind="stable")
+    total = len(places)
+    keep = members[places][:MAX_RESULTS]
     hits = [(int(d), float(r)) for d, r in zip(docnums[keep], ranks[keep], strict=True)]
     return hits, total, True
 
 
 def _fold(
-    scored: list[tuple[int, float]], groups: numpy.ndarray, ranks: numpy.ndarray
+    scored: list[tuple[int, float]],
+    groups: numpy.ndarray,
+    ranks: numpy.ndarray,
+    index_files: numpy.ndarray,
 ) -> list[tuple[int, float]]:
     """One hit per group of identical content: the group's best score, shown as its
-    best-linked member (the original rather than a mirror of it), best scores first."""
+    best-linked member (the original rather than a mirror of it), best scores first. A
+    directory's index file (``/index.gmi``) gives way to any other member: it is the same
+    page as its directory's shorter URL."""
     best_score: dict[int, float] = {}
     shown: dict[int, int] = {}
     for docnum, score in scored:
         group = int(groups[docnum])
         if group not in best_score or score > best_score[group]:
             best_score[group] = score
-        if group not in shown or ranks[docnum] > ranks[shown[group]]:
+        if group not in shown or (index_files[shown[group]], -ranks[shown[group]]) > (
+            index_files[docnum],
+            -ranks[docnum],
+        ):
             shown[group] = docnum
     kept = [(shown[group], score) for group, score in best_score.items()]
     kept.sort(key=lambda pair: (-pair[1], pair[0]))

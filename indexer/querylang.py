@@ -41,10 +41,12 @@ from indexer.analysis import (
     fold,
     primary_language,
     query_variants_by_language,
+    word_list,
     words,
 )
 from indexer.dates import date_filter
 from indexer.documents import normalize_charset
+from indexer.navigation import hosts_in
 from indexer.require import Require
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.sizefilter import SizeRange
@@ -409,6 +411,36 @@ def parse(text: str) -> ParsedQuery:
             "e.g. gemini -gopher or site:example.org -draft"
         )
     return ParsedQuery(text, root, tuple(parser.words), _has_text(root), sort)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedCapsules:
+    """Capsule names in a query (:mod:`indexer.navigation`): their start pages rank first,
+    and those of ``standalone`` names are shown even when their text does not match."""
+
+    names: tuple[str, ...] = ()
+    standalone: tuple[str, ...] = ()
+
+
+NO_NAMES = NamedCapsules()
+
+
+def capsule_names_in(parsed: ParsedQuery) -> NamedCapsules:
+    """The whole query's words joined (when it is only words), and any host name or start
+    page URL written in it."""
+    children = parsed.root.children if isinstance(parsed.root, All) else (parsed.root,)
+    texts = [child for child in children if isinstance(child, Text)]
+    hosts = [host for node in texts for host in hosts_in(node.value)]
+    only_words = len(texts) == len(children) and all(
+        node.field is None and not node.prefix for node in texts
+    )
+    if not only_words:
+        return NamedCapsules(tuple(hosts))
+    whole = " ".join(fold(word) for node in texts for word in word_list(node.value))
+    if not whole:
+        return NamedCapsules(tuple(hosts))
+    standalone = [whole] + (hosts if len(texts) == 1 else [])
+    return NamedCapsules(tuple(sorted({*hosts, whole})), tuple(standalone))
 
 
 def _has_positive(node: Node) -> bool:

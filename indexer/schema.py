@@ -256,6 +256,8 @@ def build_schema() -> fields.Schema:
         charset=fields.ID(stored=True),
         size=fields.STORED(),  # bytes; size: filters read the ``sizes`` column below
         feed=fields.ID(stored=True),  # gemsub, atom, rss
+        # A start page's capsule names, for navigational queries (indexer.navigation).
+        capsule=Keywords(),
         # Facts shown with results; stored only (no filter needs them, and every indexed
         # NUMERIC value costs several tiered terms).
         first_seen=fields.STORED(),
@@ -274,6 +276,8 @@ def build_schema() -> fields.Schema:
         # The page's date in days since 1970-01-01 (-1 unknown) for after:, before: and
         # sort:newest (indexer.dates).
         dates=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_DATE)),
+        # 1 for a directory's index file (/index.gmi): a fold shows its directory URL instead.
+        indexfile=fields.COLUMN(columns.NumericColumn("q", default=0)),
         # Word positions of ``text``, per document (see POSITIONS_COLUMN).
         textpos=fields.COLUMN(columns.VarBytesColumn()),
         textpairs=fields.COLUMN(

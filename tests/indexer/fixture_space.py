@@ -620,4 +620,20 @@ KNOWN_ANSWERS: tuple[Known, ...] = (
     Known("climate report", f"{WEATHER}/report.txt"),
     Known("mailing list archive", f"{GEMINI}/news.gmi", within=3),
     Known("gemtext links headings", f"{GEMINI}/docs/gemtext.gmi"),
+    # Navigational: a capsule's name, host, start page URL or start page title.
+    Known("rezepte", f"{DE}/"),
+    Known("recettes.example", f"{FR}/"),
+    Known("gemini://clients.example/", f"{CLIENTS}/"),
+    Known("recettes de cuisine", f"{FR}/"),
+    # Prefixes.
+    Known("sourd*", f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"),
+    Known("apfel*", f"{DE}/apfelstrudel.gmi"),
+    # Dates: the gemlog's labels and URLs date its posts.
+    Known(
+        "site:alice.example after:2024-05-01 before:2024-05-31",
+        f"{ALICE}/gemlog/2024-05-02-tomatoes.gmi",
+    ),
+    Known(
+        "inurl:2024 (bicycle OR sourdough) sort:newest", f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"
+    ),
 )
