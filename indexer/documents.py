@@ -40,7 +40,7 @@ from indexer.analysis import (
 )
 from indexer.dates import UNKNOWN_DATE, day_number, page_date
 from indexer.navigation import capsule_names, is_index_file, is_start_page
-from indexer.schema import PART_GAP, text_columns
+from indexer.schema import FLAG_INDEX_FILE, FLAG_TEXTLESS, PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
 from sextant import gemtext
 from sextant.errors import InvalidURL
@@ -230,7 +230,8 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "sizes": size if size is not None and size >= 0 else UNKNOWN_SIZE,
         "feed": row.feed_kind or None,
         "capsule": capsule_names(url.host, title) if is_start_page(url.path) else [],
-        "indexfile": int(is_index_file(url.path)),
+        "flags": (FLAG_INDEX_FILE if is_index_file(url.path) else 0)
+        | (0 if title or body or prompt else FLAG_TEXTLESS),
         "first_seen": _naive(row.discovered_at),
         "fetched": _naive(row.fetched_at),
         "date": None if dated is None else dated.isoformat(),

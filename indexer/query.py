@@ -64,7 +64,7 @@ from indexer.querylang import (
     parse,
 )
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
-from indexer.schema import BOOST_FIELDS, TEXT_FIELD
+from indexer.schema import BOOST_FIELDS, FLAG_INDEX_FILE, FLAG_TEXTLESS, TEXT_FIELD
 from indexer.sizefilter import column_values
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
@@ -107,6 +107,8 @@ PHRASE_SAMPLE = 1000
 SNIPPET_SOURCE_CHARS = 64 * 1024
 #: A prefix's most common words that count in the title, anchor and heading fields.
 PREFIX_BOOSTS = 8
+#: Pages without text rank below the weakest page with text by this factor at least.
+TEXTLESS_BELOW = 0.9
 #: ``sort:newest`` orders by date × this + text score (scores stay well below it).
 DATE_KEY = 10_000.0
 #: A query starting with this is searched as typed, never replaced by its correction.
@@ -175,7 +177,9 @@ class _Snapshot:
         self.retired = False
         self.page_ids, self.groups = _document_arrays(self.searcher)
         self.dates = _leaf_columns(self.searcher.reader(), DATE_COLUMN)
-        self.index_files = _leaf_columns(self.searcher.reader(), "indexfile") > 0
+        flags = numpy.maximum(_leaf_columns(self.searcher.reader(), "flags"), 0)
+        self.index_files = (flags & FLAG_INDEX_FILE) > 0
+        self.textless = (flags & FLAG_TEXTLESS) > 0
         self.vector = VectorIndex(self.searcher, WEIGHTING)
         self.rank_stamp: tuple[int, int, int] | None = None
         self.link_scores = LinkScores.empty()
@@ -575,11 +579,27 @@ def _rank_text(
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
+        scored = _text_first(scored, snapshot.textless)
         scored, added = _navigate(snapshot, named, scored, budget)
         total += added
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
     kept = _fold(scored, snapshot.groups, snapshot.ranks, snapshot.index_files)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _text_first(
+    scored: list[tuple[int, float]], textless: numpy.ndarray
+) -> list[tuple[int, float]]:
+    """Pages without text of their own (images, archives: found by their URL words and the
+    labels of links to them) scaled below the weakest page with text among the hits, their
+    order among themselves kept: a file named after the words must not outrank a page
+    about them ("lighthouse" put lighthouse.png, 13.1, above the text that says it, 4.3)."""
+    files = [score for docnum, score in scored if textless[docnum]]
+    texts = [score for docnum, score in scored if not textless[docnum]]
+    if not files or not texts or max(files) < min(texts):
+        return scored
+    scale = TEXTLESS_BELOW * min(texts) / max(files)
+    return [(docnum, score * scale if textless[docnum] else score) for docnum, score in scored]
 
 
 def _navigate(

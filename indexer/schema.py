@@ -229,6 +229,12 @@ class DocumentPositions:
         return hits
 
 
+#: ``flags``: a directory's index file (/index.gmi): a fold shows its directory URL instead.
+FLAG_INDEX_FILE = 1
+#: ``flags``: a page without text of its own (an image, an archive, a feed file), found only
+#: by its URL words and the labels of links to it; ranked after pages with text.
+FLAG_TEXTLESS = 2
+
 #: Gap between the parts of ``text`` (title, body, anchor labels...) so that a phrase never
 #: matches across two of them.
 PART_GAP = 100
@@ -276,8 +282,8 @@ def build_schema() -> fields.Schema:
         # The page's date in days since 1970-01-01 (-1 unknown) for after:, before: and
         # sort:newest (indexer.dates).
         dates=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_DATE)),
-        # 1 for a directory's index file (/index.gmi): a fold shows its directory URL instead.
-        indexfile=fields.COLUMN(columns.NumericColumn("q", default=0)),
+        # Facts about the page the ranking needs for every candidate (FLAG_* below).
+        flags=fields.COLUMN(columns.NumericColumn("q", default=0)),
         # Word positions of ``text``, per document (see POSITIONS_COLUMN).
         textpos=fields.COLUMN(columns.VarBytesColumn()),
         textpairs=fields.COLUMN(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
 from indexer.query import MARK_END, MARK_START, SNIPPET_SOURCE_CHARS, Searcher
 from sextant.errors import QueryError
-from tests.indexer.conftest import Store
+from tests.indexer.conftest import Store, indexed
 from tests.indexer.fixture_space import (
     ALICE,
     DE,
@@ -266,3 +267,23 @@ def test_hosts_are_shown_as_people_write_them() -> None:
     assert _display_host("gemini://xn--bcher-kva.example/", "xn--bcher-kva.example") == (
         "bücher.example"
     )
+
+
+def test_files_found_by_their_name_rank_after_pages_with_text(tmp_path: Path) -> None:
+    """lighthouse.png matched by its URL and three labels outscored, on BM25, the one page
+    that says "lighthouse" in its text; files come after pages with text now."""
+    links = "".join(f"=> /lighthouse.png Lighthouse picture {n}\n" for n in range(3))
+    pages = {
+        "gemini://files.example/": P(f"# Files\n{links}"),
+        "gemini://files.example/lighthouse.png": P(None, mime="image/png", size=900),
+        "gemini://b.example/": P(f"# Walks\n{links}"),
+        "gemini://c.example/coast.gmi": P(
+            "# The coast\nA long walk along the coast, past fields and dunes, to the old "
+            "lighthouse and back by the harbour, where the boats come in at dusk.",
+        ),
+    }
+    with indexed(tmp_path, pages) as searcher:
+        hits = searcher.search("lighthouse").hits
+        urls = [hit.url for hit in hits]
+        assert urls[-1] == "gemini://files.example/lighthouse.png", hits
+        assert searcher.search("type:image lighthouse").hits[0].url.endswith("lighthouse.png")
