@@ -9,7 +9,8 @@
 Gemtext bodies are re-parsed (:func:`sextant.gemtext.parse`): the body field gets the prose
 (paragraphs, list items, quotes, link labels, headings), headings also get a field of their
 own, and preformatted blocks contribute only their alt text, because ASCII art and code
-would drown the prose.
+would drown the prose. Markdown bodies are read the same way (:func:`sextant.markdown.readable`:
+the syntax taken away, link labels kept, fenced code left out).
 
 Anchor text is the labels of links pointing at the page from other pages, links to a page that
 moved here for good (``31``, :mod:`sextant.store.redirects`) included. Each distinct label
@@ -42,7 +43,7 @@ from indexer.dates import UNKNOWN_DATE, day_number, page_date
 from indexer.navigation import capsule_names, is_index_file, is_start_page
 from indexer.schema import FLAG_INDEX_FILE, FLAG_TEXTLESS, PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
-from sextant import gemtext
+from sextant import gemtext, markdown
 from sextant.errors import InvalidURL
 from sextant.store.models import Link, Page
 from sextant.store.redirects import PermanentRedirects
@@ -186,6 +187,12 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
                 title = title or parsed.title
                 headings = [heading.text for heading in parsed.headings]
                 body = "\n".join((parsed.text, *parsed.preformatted_alt))
+            elif mime == "text/markdown":
+                prose = markdown.readable(row.body)
+                title = title or (prose.headings[0] if prose.headings else None)
+                title = title or gemtext.first_line(prose.text)
+                headings = list(prose.headings)
+                body = prose.text
             else:
                 body = row.body
                 title = title or gemtext.first_line(body)

@@ -70,7 +70,7 @@ from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
 from indexer.vector import DocSet, VectorIndex, top
 from indexer.weighting import BM25F
-from sextant import gemtext
+from sextant import gemtext, markdown
 from sextant.errors import QueryError
 from sextant.store import make_engine
 from sextant.store.failures import unavailable_as_store_error
@@ -543,6 +543,8 @@ def _searchable_text(state: str, mime: str | None, body: str | None, meta: str |
         return ""
     if mime == "text/gemini":
         return gemtext.parse(body).text
+    if mime == "text/markdown":
+        return markdown.readable(body).text
     return body
 
 

@@ -13,6 +13,7 @@ from tests.indexer.conftest import Store, indexed
 from tests.indexer.fixture_space import (
     ALICE,
     DE,
+    ERIN,
     ES,
     FR,
     GEMINI,
@@ -287,3 +288,14 @@ def test_files_found_by_their_name_rank_after_pages_with_text(tmp_path: Path) ->
         urls = [hit.url for hit in hits]
         assert urls[-1] == "gemini://files.example/lighthouse.png", hits
         assert searcher.search("type:image lighthouse").hits[0].url.endswith("lighthouse.png")
+
+
+def test_markdown_is_searched_and_shown_as_text(known: Searcher) -> None:
+    hit = known.search("wheel truing").hits[0]
+    assert hit.url == f"{ERIN}/changelog.md"
+    assert hit.title == "Changelog"
+    for syntax in ("#", "**wheel truing**", "](", "`", "_the_", "make truing-table"):
+        assert syntax not in hit.snippet, hit.snippet
+    assert "**spoke** **tension** **table**" in known.search("spoke tension table").hits[0].snippet
+    assert known.search("make truing").total == 0  # fenced code is left out, like gemtext's
+    assert known.search("intitle:changelog").hits[0].url == f"{ERIN}/changelog.md"
