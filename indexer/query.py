@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import math
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ class Hit:
     fetched_at: datetime | None
     inbound: int
     rank: float  # link-analysis score, 1.0 = an average page
-    date: date | None = None  # the page's date (indexer.dates: a label's, its URL's, first seen)
+    date: dt.date | None = None  # the page's date (indexer.dates: a label's, its URL's, first seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -805,8 +806,8 @@ def _hit(
     )
 
 
-def _stored_date(value: str | None) -> date | None:
-    return None if not value else date.fromisoformat(value)
+def _stored_date(value: str | None) -> dt.date | None:
+    return None if not value else dt.date.fromisoformat(value)
 
 
 def _display_host(url: str, authority: str) -> str:
