@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ def test_index_then_search_as_text(data_dir: Path) -> None:
     assert "1. Gardening" in output
     assert "gemini://a.example/" in output
     assert "**Tomatoes**" in output
+    assert re.search(r"a\.example · \d+ B · en · \d{4}-\d{2}-\d{2}\n", output), output  # dated
     assert "1 result · page 1 of 1" in output
 
 

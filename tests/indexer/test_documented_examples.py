@@ -81,3 +81,21 @@ def test_every_documented_example_finds_something(sample: Searcher, query: str) 
         pytest.skip(EXEMPT[query])
     assert results.total >= 1, query
     assert results.corrected_from is None, (query, results.query)  # found as written
+
+
+def test_issue_22_on_the_sample_space(sample: Searcher) -> None:
+    """What issue 22 reported on the sample space, as a user would try it."""
+    assert sample.search("gemlog").hits[0].url == "gemini://gemlog.example/"
+    assert sample.search("biblioteca").hits[0].url == "gemini://biblioteca.example/"
+    lighthouse = [hit.url for hit in sample.search("lighthouse").hits]
+    assert lighthouse[-1] == "gemini://files.example/lighthouse.png", lighthouse
+    solar = [hit.url for hit in sample.search("sol*").hits]
+    assert "gemini://gemlog.example/posts/2026-06-30-solar-server.gmi" in solar
+    assert sample.search("sol*").suggestion is None
+    changelog = sample.search("downloads").hits[0]
+    assert changelog.url == "gemini://files.example/changelog.md"
+    assert not set("[]#") & set(changelog.snippet), changelog.snippet
+    newest = sample.search("site:gemlog.example inurl:posts sort:newest").hits
+    assert [hit.date for hit in newest] == sorted((hit.date for hit in newest), reverse=True)
+    assert newest[0].url.endswith("2026-11-20-thinkpad-revival.gmi")
+    assert sample.search("before:2026-07 raspberry").hits[0].url.endswith("solar-server.gmi")
