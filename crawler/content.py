@@ -30,7 +30,7 @@ import charset_normalizer
 from py3langid import langid
 
 from crawler.feeds import FEED_MIMES, read_feed
-from sextant import gemtext
+from sextant import gemtext, markdown
 from sextant.errors import InvalidURL
 from sextant.gemtext import MAX_LINK_CHARS, LinkCollector, cap_title, first_line, lines
 from sextant.protocol import MimeType
@@ -259,18 +259,6 @@ def detect_language(text: str | None) -> str | None:
 # --- titles and links --------------------------------------------------------------------------
 
 
-_MD_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_MD_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_MD_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_MD_INLINE = re.compile(
-    r"!?\[([^\]\n]*)\]"  # [label] or ![alt]
-    r"\(\s*<?([^)\s>]+)>?"  # (url or (<url>
-    r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"  # optional "title", then )
-)
-_MD_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^<>\s]+)>")
-_MD_REFERENCE = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*<?(\S+?)>?(?:[ \t]+.*)?$")
-
-
 def _markdown(text: str, links: LinkCollector) -> str | None:
     """Title (first level-1 heading, else first heading, else first line); links go to
     ``links``.
@@ -283,14 +271,14 @@ def _markdown(text: str, links: LinkCollector) -> str | None:
     previous = ""
     in_fence = False
     for line in lines(text):
-        if _MD_FENCE.match(line):
+        if markdown.FENCE.match(line):
             in_fence = not in_fence
             previous = ""
             continue
         if in_fence:
             continue
-        heading = _MD_ATX.match(line)
-        setext = _MD_SETEXT.match(line) if previous.strip() else None
+        heading = markdown.ATX.match(line)
+        setext = markdown.SETEXT.match(line) if previous.strip() else None
         if heading and heading.group(2):
             level, content = len(heading.group(1)), heading.group(2)
         elif setext:
@@ -303,13 +291,13 @@ def _markdown(text: str, links: LinkCollector) -> str | None:
                 first_h1 = first_h1 or content
         elif first_line is None and line.strip() and not setext:
             first_line = line.strip()
-        reference = _MD_REFERENCE.match(line)
+        reference = markdown.REFERENCE.match(line)
         if reference:
             links.add(reference.group(2), reference.group(1).strip())
         else:
-            for match in _MD_INLINE.finditer(line):
+            for match in markdown.INLINE.finditer(line):
                 links.add(match.group(2), match.group(1).strip())
-            for match in _MD_AUTOLINK.finditer(line):
+            for match in markdown.AUTOLINK.finditer(line):
                 links.add(match.group(1), "")
         previous = line
     return first_h1 or first_heading or first_line

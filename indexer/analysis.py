@@ -102,8 +102,29 @@ def primary_language(lang: str | None) -> str | None:
 def _stemmer(lang: str | None) -> Callable[[str], str] | None:
     if lang in STEMMED_LANGUAGES:
         stem: Callable[[str], str] = stemmer_for_language(lang)
-        return stem
+        return _german_plurals(stem) if lang == "de" else stem
     return None
+
+
+def _german_plurals(stem: Callable[[str], str]) -> Callable[[str], str]:
+    """Snowball's German stemmer, plus two plural forms it leaves alone.
+
+    Snowball removes ``-e``, ``-en``, ``-er``, ``-ern``, ``-es`` and ``-s`` after a consonant,
+    so *Tomaten*, *Häuser* and *Kinder* meet their singulars, but not the ``-n`` of nouns in
+    ``-el`` (*Kartoffeln*, *Zwiebeln*, *Nudeln*) nor the ``-s`` after a vowel (*Autos*,
+    *Fotos*). Only those are added: the stem must keep four letters, and ``-us`` is left
+    alone (*Kaktus*, *Status* are singulars).
+    """
+
+    def stem_de(word: str) -> str:
+        result = stem(word)
+        if len(result) > 5 and result.endswith("eln"):
+            return result[:-1]
+        if len(result) > 4 and result[-1] == "s" and result[-2] in "aioy":
+            return result[:-1]
+        return result
+
+    return stem_de
 
 
 class TermMaker:

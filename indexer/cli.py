@@ -76,7 +76,11 @@ class _StatusLine:
             click.echo("\r\x1b[K", err=True, nl=False)
 
 
-@click.command()
+@click.command(
+    # `sextant search solar -raspberry`: a word starting with "-" that is not one of the
+    # options below is a query word (a NOT), not an error about an unknown option "-r".
+    context_settings={"ignore_unknown_options": True}
+)
 @click.argument("query", nargs=-1, required=True)
 @click.option(
     "--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Results per page."
@@ -112,7 +116,8 @@ def search(
     """Search the index: words, "phrases", OR, -word, site:, lang:, type:, size:>10K...
 
     The words are joined with spaces, so quote phrases for the shell too:
-    sextant search '"sourdough starter"' lang:en
+    sextant search '"sourdough starter"' lang:en. Words may start with "-" (solar
+    -raspberry); to search for a word that is also an option, put it after --.
     """
     from indexer.query import open_searcher
 
@@ -144,18 +149,27 @@ def _as_json(results: Any) -> dict[str, Any]:
                 "mime": hit.mime,
                 "lang": hit.lang,
                 "size": hit.size,
+                "date": None if hit.date is None else hit.date.isoformat(),
                 "score": round(hit.score, 6),
             }
             for hit in results.hits
         ],
         "suggestion": results.suggestion,
+        "corrected_from": results.corrected_from,
         "seconds": round(results.seconds, 6),
     }
 
 
 def _print_results(results: Any, *, color: bool) -> None:
+    from indexer.query import VERBATIM
     from indexer.snippets import MARK_END, MARK_START
 
+    if results.corrected_from is not None:
+        click.echo(
+            f"Showing results for {one_line(results.query)} — search instead for "
+            f"{VERBATIM}{one_line(results.corrected_from)}"
+        )
+        click.echo()
     # Every field comes from a capsule; cleaned before styling adds escapes of our own.
     first = (results.page - 1) * results.page_size + 1
     for number, hit in enumerate(results.hits, first):
@@ -173,6 +187,8 @@ def _print_results(results: Any, *, color: bool) -> None:
                 )
             click.echo(f"   {snippet}")
         facts = [one_line(hit.host), _size(hit.size), one_line(hit.lang) or "language unknown"]
+        if hit.date is not None:
+            facts.append(hit.date.isoformat())
         if hit.mime and hit.mime != "text/gemini":
             facts.append(one_line(hit.mime))
         click.echo(f"   {' · '.join(facts)}")

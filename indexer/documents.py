@@ -9,7 +9,8 @@
 Gemtext bodies are re-parsed (:func:`sextant.gemtext.parse`): the body field gets the prose
 (paragraphs, list items, quotes, link labels, headings), headings also get a field of their
 own, and preformatted blocks contribute only their alt text, because ASCII art and code
-would drown the prose.
+would drown the prose. Markdown bodies are read the same way (:func:`sextant.markdown.readable`:
+the syntax taken away, link labels kept, fenced code left out).
 
 Anchor text is the labels of links pointing at the page from other pages, links to a page that
 moved here for good (``31``, :mod:`sextant.store.redirects`) included. Each distinct label
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,9 +39,11 @@ from indexer.analysis import (
     fold,
     primary_language,
 )
-from indexer.schema import PART_GAP, text_columns
+from indexer.dates import UNKNOWN_DATE, day_number, page_date
+from indexer.navigation import capsule_names, is_index_file, is_start_page
+from indexer.schema import FLAG_INDEX_FILE, FLAG_TEXTLESS, PART_GAP, text_columns
 from indexer.sizefilter import UNKNOWN_SIZE
-from sextant import gemtext
+from sextant import gemtext, markdown
 from sextant.errors import InvalidURL
 from sextant.store.models import Link, Page
 from sextant.store.redirects import PermanentRedirects
@@ -169,7 +172,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         return None
     inbound = inbound or Inbound()
     title = row.title
-    headings: Iterable[str] = ()
+    headings: Sequence[str] = ()
     body = ""
     prompt = ""
     mime = (row.mime or "").split(";", 1)[0].strip().lower() or None
@@ -183,8 +186,14 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
             if mime == "text/gemini":
                 parsed = gemtext.parse(row.body)
                 title = title or parsed.title
-                headings = (heading.text for heading in parsed.headings)
+                headings = [heading.text for heading in parsed.headings]
                 body = "\n".join((parsed.text, *parsed.preformatted_alt))
+            elif mime == "text/markdown":
+                prose = markdown.readable(row.body)
+                title = title or (prose.headings[0] if prose.headings else None)
+                title = title or gemtext.first_line(prose.text)
+                headings = list(prose.headings)
+                body = prose.text
             else:
                 body = row.body
                 title = title or gemtext.first_line(body)
@@ -202,6 +211,13 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
     text = analyze_parts(lang, (*parts, (words_of_url, False)), PART_GAP, seen)
     size = row.size
     group = row.content_hash or f"p{row.id}"
+    dated = page_date(
+        inbound.labels,
+        headings[0] if headings else None,
+        unquote(url.path),
+        row.discovered_at,
+        row.fetched_at,
+    )
     return {
         "pid": str(row.id),
         "url": row.url,
@@ -221,8 +237,13 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "size": size if size is not None and size >= 0 else None,
         "sizes": size if size is not None and size >= 0 else UNKNOWN_SIZE,
         "feed": row.feed_kind or None,
+        "capsule": capsule_names(url.host, title) if is_start_page(url.path) else [],
+        "flags": (FLAG_INDEX_FILE if is_index_file(url.path) else 0)
+        | (0 if title or body or prompt else FLAG_TEXTLESS),
         "first_seen": _naive(row.discovered_at),
         "fetched": _naive(row.fetched_at),
+        "date": None if dated is None else dated.isoformat(),
+        "dates": UNKNOWN_DATE if dated is None else day_number(dated),
         "inbound": len(inbound.sources),
         "group": group,
         "key": row.id,

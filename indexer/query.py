@@ -27,6 +27,8 @@ evaluation is numpy and Python under the GIL, so more searchers would not be fas
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import datetime as dt
 import math
 import os
 import threading
@@ -41,22 +43,35 @@ import numpy
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.sql.compiler import SQLCompiler
 from whoosh import index as whoosh_index
+from whoosh import query as wq
 from whoosh.searching import Searcher as WhooshSearcher
 
 from indexer import location
 from indexer.analysis import fold, words
 from indexer.budget import PATIENT_SECONDS, STOPPED_EARLY, Budget, BudgetExhausted, paced
 from indexer.columnread import segment_column
+from indexer.dates import DATE_COLUMN
 from indexer.location import IndexMissing
+from indexer.navigation import NAVIGATION_FIELD
 from indexer.positions import may_hold_phrases, verify_phrases
-from indexer.querylang import Compiled, ParsedQuery, Span, compile_query, parse
+from indexer.querylang import (
+    NO_NAMES,
+    Compiled,
+    NamedCapsules,
+    ParsedQuery,
+    Span,
+    capsule_names_in,
+    compile_query,
+    parse,
+)
 from indexer.rank import RANK_FILE, RERANK_WINDOW, LinkScores, prior
-from indexer.schema import BOOST_FIELDS
+from indexer.schema import BOOST_FIELDS, FLAG_INDEX_FILE, FLAG_TEXTLESS, TEXT_FIELD
+from indexer.sizefilter import column_values
 from indexer.snippets import MARK_END, MARK_START, make_snippet
 from indexer.spelling import Vocabulary
 from indexer.vector import DocSet, VectorIndex, top
 from indexer.weighting import BM25F
-from sextant import gemtext
+from sextant import gemtext, markdown
 from sextant.errors import QueryError
 from sextant.store import make_engine
 from sextant.store.failures import unavailable_as_store_error
@@ -70,6 +85,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MARK_END",
     "MARK_START",
+    "VERBATIM",
     "Hit",
     "IndexMissing",
     "SearchResults",
@@ -90,6 +106,14 @@ PHRASE_SAMPLE = 1000
 #: thousand characters of text (:data:`~indexer.snippets.MAX_SCAN_CHARS`); reading and
 #: parsing a whole 5 MiB page for each hit would cost more than the search.
 SNIPPET_SOURCE_CHARS = 64 * 1024
+#: A prefix's most common words that count in the title, anchor and heading fields.
+PREFIX_BOOSTS = 8
+#: Pages without text rank below the weakest page with text by this factor at least.
+TEXTLESS_BELOW = 0.9
+#: ``sort:newest`` orders by date × this + text score (scores stay well below it).
+DATE_KEY = 10_000.0
+#: A query starting with this is searched as typed, never replaced by its correction.
+VERBATIM = "!"
 #: With fewer results than this, the searcher looks for a spelling correction.
 SUGGEST_BELOW = 3
 
@@ -115,6 +139,7 @@ class Hit:
     fetched_at: datetime | None
     inbound: int
     rank: float  # link-analysis score, 1.0 = an average page
+    date: dt.date | None = None  # the page's date (indexer.dates: a label's, its URL's, first seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +156,9 @@ class SearchResults:
     partial: bool = False
     #: Seconds of search-thread time the search used (what the capsule's throttle charges).
     cost: float = 0.0
+    #: The query as typed when it found nothing and these are the results of its spelling
+    #: correction (``query``); ``VERBATIM + corrected_from`` searches it as typed.
+    corrected_from: str | None = None
 
     @property
     def pages(self) -> int:
@@ -149,6 +177,10 @@ class _Snapshot:
         self.users = 0
         self.retired = False
         self.page_ids, self.groups = _document_arrays(self.searcher)
+        self.dates = _leaf_columns(self.searcher.reader(), DATE_COLUMN)
+        flags = numpy.maximum(_leaf_columns(self.searcher.reader(), "flags"), 0)
+        self.index_files = (flags & FLAG_INDEX_FILE) > 0
+        self.textless = (flags & FLAG_TEXTLESS) > 0
         self.vector = VectorIndex(self.searcher, WEIGHTING)
         self.rank_stamp: tuple[int, int, int] | None = None
         self.link_scores = LinkScores.empty()
@@ -205,6 +237,13 @@ def _column(reader: Any, name: str) -> numpy.ndarray:
     return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
 
 
+def _leaf_columns(reader: Any, name: str) -> numpy.ndarray:
+    """A column over all segments, -1 where unknown (an older segment, a deleted page)."""
+    leaves = [(reader, 0)] if reader.is_atomic() else list(reader.leaf_readers())
+    parts = [column_values(leaf, name) for leaf, _ in leaves]
+    return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
+
+
 def _ranks_for(scores: LinkScores, page_ids: numpy.ndarray) -> numpy.ndarray:
     ranks = numpy.ones(len(page_ids))
     if len(scores.page_ids) == 0 or len(page_ids) == 0:
@@ -254,6 +293,10 @@ class Searcher:
         verified), candidates without their boost-field scores, no spelling suggestion,
         snippets that are the opening of the page; the results say ``partial``. A search
         that has no hit to show by then is refused with :data:`STOPPED_EARLY`.
+
+        A query that finds nothing while its spelling correction finds something is answered
+        with the correction's results (``corrected_from`` holds the query as typed); one
+        starting with :data:`VERBATIM` (``!cinamon``) is searched as typed.
         """
         started = time.perf_counter()
         budget = budget if budget is not None else Budget(PATIENT_SECONDS)
@@ -264,7 +307,34 @@ class Searcher:
             raise QueryError(f"page size must be between 1 and {MAX_PAGE_SIZE}")
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}, not {ranking!r}")
-        parsed = parse(query)
+        verbatim = query.startswith(VERBATIM)
+        text = query[len(VERBATIM) :] if verbatim else query
+        results = self._search(query, text, page, page_size, ranking, budget, started)
+        if verbatim or results.total or not results.suggestion or budget.exhausted:
+            return results
+        # Nothing found, and the correction finds something: answer it at once, saying so.
+        try:
+            corrected = self._search(
+                results.suggestion, results.suggestion, page, page_size, ranking, budget, started
+            )
+        except QueryError:  # the budget ran out in the corrected search: keep the suggestion
+            return dataclasses.replace(results, seconds=time.perf_counter() - started)
+        if corrected.total == 0:
+            return results
+        return dataclasses.replace(corrected, suggestion=None, corrected_from=text)
+
+    def _search(
+        self,
+        query: str,
+        text: str,
+        page: int,
+        page_size: int,
+        ranking: str,
+        budget: Budget,
+        started: float,
+    ) -> SearchResults:
+        """:meth:`search` of ``text`` (``query`` as typed, for the results), no correction."""
+        parsed = parse(text)
         compiled = compile_query(parsed)
         with self._use_snapshot() as snapshot:
             with snapshot.lock:
@@ -280,10 +350,14 @@ class Searcher:
                             page * page_size,
                             boost=ranking != "bm25",
                             blend=ranking == "blended",
+                            newest=parsed.sort == "newest",
+                            named=capsule_names_in(parsed),
                             budget=budget,
                         )
                     else:
-                        ranked, total, exact = _rank_filters(snapshot, compiled.query, budget)
+                        ranked, total, exact = _rank_filters(
+                            snapshot, compiled.query, budget, newest=parsed.sort == "newest"
+                        )
                 except BudgetExhausted:
                     raise QueryError(STOPPED_EARLY) from None
                 chosen = ranked[(page - 1) * page_size : page * page_size]
@@ -471,6 +545,8 @@ def _searchable_text(state: str, mime: str | None, body: str | None, meta: str |
         return ""
     if mime == "text/gemini":
         return gemtext.parse(body).text
+    if mime == "text/markdown":
+        return markdown.readable(body).text
     return body
 
 
@@ -482,6 +558,8 @@ def _rank_text(
     boost: bool,
     blend: bool,
     budget: Budget,
+    newest: bool = False,
+    named: NamedCapsules = NO_NAMES,
 ) -> tuple[list[tuple[int, float]], int, bool]:
     """The best hits and the match count (and whether it is exact), in three stages:
     candidates by BM25 on ``text`` (:mod:`indexer.vector`), their boost-field scores added
@@ -492,6 +570,9 @@ def _rank_text(
     (ranked less well, but ranked); the evaluation raises
     :class:`~indexer.budget.BudgetExhausted` only when it has no subset of the matches."""
     matches = snapshot.vector.evaluate(compiled.query, budget=budget)
+    _expand_prefixes(snapshot.vector, compiled)
+    if newest:
+        return _rank_newest(snapshot, compiled, matches, wanted, budget)
     scored, total, exact = _vector_hits(snapshot.vector, compiled, matches, wanted, budget)
     if boost and compiled.boosts and scored:
         ordered = sorted(docnum for docnum, _ in scored)
@@ -502,9 +583,90 @@ def _rank_text(
         scored = [(docnum, score + bonus.get(docnum, 0.0)) for docnum, score in scored]
     if blend:
         scored = [(docnum, score * prior(snapshot.ranks[docnum])) for docnum, score in scored]
+        scored = _text_first(scored, snapshot.textless)
+        scored, added = _navigate(snapshot, named, scored, budget)
+        total += added
     scored.sort(key=lambda pair: (-pair[1], pair[0]))
-    kept = _fold(scored, snapshot.groups, snapshot.ranks)
+    kept = _fold(scored, snapshot.groups, snapshot.ranks, snapshot.index_files)
     return kept, total - (len(scored) - len(kept)), exact
+
+
+def _text_first(
+    scored: list[tuple[int, float]], textless: numpy.ndarray
+) -> list[tuple[int, float]]:
+    """Pages without text of their own (images, archives: found by their URL words and the
+    labels of links to them) scaled below the weakest page with text among the hits, their
+    order among themselves kept: a file named after the words must not outrank a page
+    about them ("lighthouse" put lighthouse.png, 13.1, above the text that says it, 4.3)."""
+    files = [score for docnum, score in scored if textless[docnum]]
+    texts = [score for docnum, score in scored if not textless[docnum]]
+    if not files or not texts or max(files) < min(texts):
+        return scored
+    scale = TEXTLESS_BELOW * min(texts) / max(files)
+    return [(docnum, score * scale if textless[docnum] else score) for docnum, score in scored]
+
+
+def _navigate(
+    snapshot: _Snapshot, named: NamedCapsules, scored: list[tuple[int, float]], budget: Budget
+) -> tuple[list[tuple[int, float]], int]:
+    """The start pages of the capsules the query names (:mod:`indexer.navigation`) raised
+    above every other hit; those of a standalone name added when the text missed them.
+    Returns the hits and how many were added. Past the budget, the hits as they were."""
+    if not named.names:
+        return scored, 0
+    try:
+        pages = snapshot.vector.evaluate(_names_query(named.names), budget=budget).ids
+        shown = snapshot.vector.evaluate(_names_query(named.standalone), budget=budget).ids
+    except BudgetExhausted:
+        return scored, 0
+    if len(pages) == 0:
+        return scored, 0
+    lead = max((score for _, score in scored), default=0.0)
+    found = {int(docnum) for docnum in pages}
+    raised = [(docnum, score + lead if docnum in found else score) for docnum, score in scored]
+    present = {docnum for docnum, _ in scored}
+    extra = [
+        (int(docnum), lead + prior(snapshot.ranks[docnum]))
+        for docnum in shown
+        if int(docnum) not in present
+    ]
+    return raised + extra, len(extra)
+
+
+def _names_query(names: Sequence[str]) -> Any:
+    terms = [wq.Term(NAVIGATION_FIELD, name) for name in names]
+    return wq.Or(terms) if len(terms) != 1 else terms[0]
+
+
+def _rank_newest(
+    snapshot: _Snapshot, compiled: Compiled, matches: DocSet, wanted: int, budget: Budget
+) -> tuple[list[tuple[int, float]], int, bool]:
+    """``sort:newest``: matches by date, newest first, the text score ordering each day's;
+    undated pages last. Phrases are checked in that order too, so the newest are verified
+    first. The score shown stays the text score (no boost fields, no link prior: neither
+    changes the order)."""
+    dates = snapshot.dates[matches.ids].astype(numpy.float64)
+    keys = dates * DATE_KEY + numpy.minimum(matches.scores, DATE_KEY - 1)
+    keyed, total, exact = _vector_hits(
+        snapshot.vector, compiled, DocSet(matches.ids, keys), wanted, budget
+    )
+    keyed.sort(key=lambda pair: (-pair[1], pair[0]))
+    kept = _fold(keyed, snapshot.groups, snapshot.ranks, snapshot.index_files)
+    scored = [(docnum, key - float(snapshot.dates[docnum]) * DATE_KEY) for docnum, key in kept]
+    return scored, total - (len(keyed) - len(kept)), exact
+
+
+def _expand_prefixes(index: VectorIndex, compiled: Compiled) -> None:
+    """Give a prefix's words to the snippets (all of them) and to the boost fields (the
+    :data:`PREFIX_BOOSTS` most common: each is a posting list per boost field to load).
+    The evaluation has just expanded them, so this reads the cache."""
+    for fieldname, prefix in compiled.prefixes:
+        terms = index.expansion(fieldname, prefix)
+        compiled.terms.update(terms)
+        if fieldname == TEXT_FIELD:
+            compiled.boosts.update(
+                (name, term) for name in BOOST_FIELDS for term in terms[:PREFIX_BOOSTS]
+            )
 
 
 def _vector_hits(
@@ -565,35 +727,51 @@ def _boost_scores(
 
 
 def _rank_filters(
-    snapshot: _Snapshot, query: Any, budget: Budget
+    snapshot: _Snapshot, query: Any, budget: Budget, *, newest: bool = False
 ) -> tuple[list[tuple[int, float]], int, bool]:
-    """Every page a filter-only query matches, best link score first, folded."""
+    """Every page a filter-only query matches, best link score first (``newest``: newest
+    first, then by link score), folded."""
     docnums = snapshot.vector.evaluate(query, budget=budget).ids
     if len(docnums) == 0:
         return [], 0, True
     ranks = snapshot.ranks[docnums]
-    order = numpy.lexsort((docnums, -ranks))
+    keys = (docnums, -ranks, -snapshot.dates[docnums]) if newest else (docnums, -ranks)
+    order = numpy.lexsort(keys)
     docnums, ranks = docnums[order], ranks[order]
-    _, first = numpy.unique(snapshot.groups[docnums], return_index=True)
-    keep = numpy.sort(first)
-    total = len(keep)
-    keep = keep[:MAX_RESULTS]
+    groups = snapshot.groups[docnums]
+    _, first = numpy.unique(groups, return_index=True)  # each group's place in the order
+    # Each group shown as its first member that is not a directory's index file (see _fold);
+    # numpy.unique lists the groups in the same (sorted) order both times.
+    preferred = numpy.lexsort((numpy.arange(len(docnums)), snapshot.index_files[docnums]))
+    _, shown = numpy.unique(groups[preferred], return_index=True)
+    members = preferred[shown]
+    places = numpy.argsort(first, kind="stable")
+    total = len(places)
+    keep = members[places][:MAX_RESULTS]
     hits = [(int(d), float(r)) for d, r in zip(docnums[keep], ranks[keep], strict=True)]
     return hits, total, True
 
 
 def _fold(
-    scored: list[tuple[int, float]], groups: numpy.ndarray, ranks: numpy.ndarray
+    scored: list[tuple[int, float]],
+    groups: numpy.ndarray,
+    ranks: numpy.ndarray,
+    index_files: numpy.ndarray,
 ) -> list[tuple[int, float]]:
     """One hit per group of identical content: the group's best score, shown as its
-    best-linked member (the original rather than a mirror of it), best scores first."""
+    best-linked member (the original rather than a mirror of it), best scores first. A
+    directory's index file (``/index.gmi``) gives way to any other member: it is the same
+    page as its directory's shorter URL."""
     best_score: dict[int, float] = {}
     shown: dict[int, int] = {}
     for docnum, score in scored:
         group = int(groups[docnum])
         if group not in best_score or score > best_score[group]:
             best_score[group] = score
-        if group not in shown or ranks[docnum] > ranks[shown[group]]:
+        if group not in shown or (index_files[shown[group]], -ranks[shown[group]]) > (
+            index_files[docnum],
+            -ranks[docnum],
+        ):
             shown[group] = docnum
     kept = [(shown[group], score) for group, score in best_score.items()]
     kept.sort(key=lambda pair: (-pair[1], pair[0]))
@@ -625,7 +803,12 @@ def _hit(
         fetched_at=fields.get("fetched"),
         inbound=int(fields.get("inbound") or 0),
         rank=rank,
+        date=_stored_date(fields.get("date")),
     )
+
+
+def _stored_date(value: str | None) -> dt.date | None:
+    return None if not value else dt.date.fromisoformat(value)
 
 
 def _display_host(url: str, authority: str) -> str:

@@ -11,9 +11,11 @@ Grammar (documented for users in the README)::
 
 Filters: ``site:`` (a capsule, optionally with a path: ``site:example.org/~alice``),
 ``domain:`` (a host and all its subdomains), ``lang:`` (``lang:de``; matches ``de-AT`` too),
-``type:``/``content_type:`` (a MIME type ``text/gemini``, a major type ``image``, or ``input``
-for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
-``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:`` and ``inurl:``.
+``type:``/``content_type:``/``mime:`` (a MIME type ``text/gemini``, a major type ``image``,
+or ``input`` for ``1x`` endpoints, ``feed`` for feeds), ``charset:``, ``size:`` (``>10K``, ``<=2M``,
+``1K..5K``; K, M, G are powers of 1024), ``intitle:``/``title:``, ``inurl:``, ``after:`` and
+``before:`` (a year, month or day: :mod:`indexer.dates`). ``sort:newest`` is no filter but
+orders the results by date, anywhere in the query.
 
 A ``name:value`` whose name is not a filter is an ordinary word (``gemini://`` must not need
 escaping), ``OR``, ``AND`` and ``NOT`` are operators only in capitals, so ``cats or dogs`` is three
@@ -34,11 +36,21 @@ from dataclasses import dataclass, field
 
 from whoosh import query as wq
 
-from indexer.analysis import STEMMED_LANGUAGES, primary_language, query_variants_by_language
+from indexer.analysis import (
+    STEMMED_LANGUAGES,
+    fold,
+    primary_language,
+    query_variants_by_language,
+    word_list,
+    words,
+)
+from indexer.dates import date_filter
 from indexer.documents import normalize_charset
+from indexer.navigation import hosts_in
 from indexer.require import Require
 from indexer.schema import BOOST_FIELDS, TEXT_FIELD
 from indexer.sizefilter import SizeRange
+from indexer.wildcard import MIN_PREFIX_CHARS, WordPrefix
 from sextant.errors import InvalidURL, QueryError
 from sextant.urls import parse as parse_url
 
@@ -62,12 +74,19 @@ FILTER_NAMES = {
     "lang": "lang",
     "type": "type",
     "content_type": "type",
+    "mime": "type",
     "charset": "charset",
     "size": "size",
     "intitle": "intitle",
     "title": "intitle",
     "inurl": "inurl",
+    "after": "after",
+    "before": "before",
+    "sort": "sort",
 }
+
+#: Orders ``sort:`` accepts: by relevance (the default) or by the page's date, newest first.
+SORTS = ("relevance", "newest")
 
 #: Short names people type for common types.
 TYPE_ALIASES = {
@@ -100,6 +119,7 @@ class Text:
     value: str
     phrase: bool = False
     field: str | None = None
+    prefix: bool = False  # ``sol*``: any word of the index starting with ``value``
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +161,7 @@ class ParsedQuery:
     root: Node
     words: tuple[Span, ...]  # plain, non-negated words, for spelling suggestions
     has_text: bool  # False for filter-only queries, which are ordered by link score
+    sort: str = "relevance"  # or "newest" (sort:newest): by the page's date
 
 
 # --- lexer -------------------------------------------------------------------------------
@@ -185,6 +206,8 @@ def _tokens(text: str) -> list[_Token]:
             match = _FILTER_RE.fullmatch(word)
             if word in ("OR", "AND", "NOT"):
                 tokens.append(_Token(word, word, start, i))
+            elif len(word) > 1 and word.endswith("*") and not match:
+                tokens.append(_Token("prefix", _prefix_word(word), start, i))
             elif match and match.group(1).lower() in FILTER_NAMES:
                 name = FILTER_NAMES[match.group(1).lower()]
                 value = match.group(2)
@@ -205,6 +228,23 @@ def _tokens(text: str) -> list[_Token]:
     return tokens
 
 
+def _prefix_word(word: str) -> str:
+    """The folded beginning a ``sol*`` stands for; refused when too short to be a question
+    (``a*`` is most of the index) or not one word."""
+    stem = word[:-1]
+    found = list(words(stem))
+    if len(found) != 1 or found[0].cjk or found[0].text != stem:
+        raise QueryError(
+            f"{word}: a * goes at the end of one word, e.g. sol* (punctuation inside a "
+            "prefix is not supported)"
+        )
+    if len(stem) < MIN_PREFIX_CHARS:
+        raise QueryError(
+            f"{word}: a prefix needs at least {MIN_PREFIX_CHARS} letters before the *, e.g. sol*"
+        )
+    return fold(stem)
+
+
 def _starts_term(text: str, i: int) -> bool:
     """A ``-`` negates only at the start of a term (``e-mail`` is one word, not ``e NOT mail``)."""
     return i == 0 or text[i - 1].isspace() or text[i - 1] == "("
@@ -219,6 +259,9 @@ _FILTER_EXAMPLES = {
     "size": "size:>10K",
     "intitle": "intitle:recipes",
     "inurl": "inurl:gemlog",
+    "after": "after:2024-06",
+    "before": "before:2023-12-31",
+    "sort": "sort:newest",
 }
 
 
@@ -326,6 +369,8 @@ class _Parser:
             if name in ("intitle", "inurl"):
                 return Text(token.value, phrase=bool(phrase), field=name)
             return Filter(name, token.value)
+        if token.kind == "prefix":  # not a word to correct: "sol*" is not a typo of "son"
+            return Text(token.value, prefix=True)
         if not self.negated:
             self.words.append(Span(token.start, token.end, token.value))
         return Text(token.value)
@@ -343,6 +388,19 @@ def parse(text: str) -> ParsedQuery:
     if any(ord(ch) < 32 and not ch.isspace() for ch in text):
         raise QueryError("the query contains control characters")
     tokens = _tokens(text)
+    sort = "relevance"
+    for token in tokens:
+        if token.kind == "filter" and token.name.partition("\0")[0] == "sort":
+            sort = token.value.strip().lower()
+            if sort not in SORTS:
+                raise QueryError(
+                    f"sort: orders by {' or '.join(SORTS)} (sort:newest), not {token.value!r}"
+                )
+    tokens = [
+        token
+        for token in tokens
+        if token.kind != "filter" or token.name.partition("\0")[0] != "sort"
+    ]
     if not tokens:
         raise QueryError("the query is empty: type some words to search for")
     parser = _Parser(text, tokens)
@@ -352,7 +410,37 @@ def parse(text: str) -> ParsedQuery:
             "the query only excludes: add a word or a filter to search for, "
             "e.g. gemini -gopher or site:example.org -draft"
         )
-    return ParsedQuery(text, root, tuple(parser.words), _has_text(root))
+    return ParsedQuery(text, root, tuple(parser.words), _has_text(root), sort)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedCapsules:
+    """Capsule names in a query (:mod:`indexer.navigation`): their start pages rank first,
+    and those of ``standalone`` names are shown even when their text does not match."""
+
+    names: tuple[str, ...] = ()
+    standalone: tuple[str, ...] = ()
+
+
+NO_NAMES = NamedCapsules()
+
+
+def capsule_names_in(parsed: ParsedQuery) -> NamedCapsules:
+    """The whole query's words joined (when it is only words), and any host name or start
+    page URL written in it."""
+    children = parsed.root.children if isinstance(parsed.root, All) else (parsed.root,)
+    texts = [child for child in children if isinstance(child, Text)]
+    hosts = [host for node in texts for host in hosts_in(node.value)]
+    only_words = len(texts) == len(children) and all(
+        node.field is None and not node.prefix for node in texts
+    )
+    if not only_words:
+        return NamedCapsules(tuple(hosts))
+    whole = " ".join(fold(word) for node in texts for word in word_list(node.value))
+    if not whole:
+        return NamedCapsules(tuple(hosts))
+    standalone = [whole] + (hosts if len(texts) == 1 else [])
+    return NamedCapsules(tuple(sorted({*hosts, whole})), tuple(standalone))
 
 
 def _has_positive(node: Node) -> bool:
@@ -393,6 +481,9 @@ class Compiled:
     terms: set[str] = field(default_factory=set)
     phrases: list[PhraseCheck] = field(default_factory=list)
     boosts: set[tuple[str, str]] = field(default_factory=set)
+    #: Word prefixes (field, folded beginning): their terms join ``terms`` and ``boosts``
+    #: once the index has expanded them (:func:`indexer.query._expand_prefixes`).
+    prefixes: list[tuple[str, str]] = field(default_factory=list)
     #: Phrases and analysed terms so far, for the limits (MAX_PHRASES, MAX_QUERY_TERMS).
     phrase_count: int = 0
     term_count: int = 0
@@ -506,6 +597,11 @@ def _text(
     of every document holding all the words, seconds for "of the" on a large index.
     """
     field_name = {"intitle": "title", "inurl": "urlwords"}.get(node.field or "", TEXT_FIELD)
+    if node.prefix:
+        _count(compiled, 1)
+        if not negated:
+            compiled.prefixes.append((field_name, node.value))
+        return WordPrefix(field_name, node.value)
     variants = query_variants_by_language(
         node.value, (None,) if field_name == "urlwords" else langs
     )
@@ -568,6 +664,8 @@ def _filter(node: Filter) -> wq.Query:
         return wq.Term("lang", lang)
     if node.name == "type":
         return _type(node.value)
+    if node.name in ("after", "before"):
+        return date_filter(node.name, node.value)
     if node.name == "charset":
         charset = normalize_charset(node.value)
         if charset is None:

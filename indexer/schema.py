@@ -30,6 +30,7 @@ from whoosh import columns, fields, formats
 
 from indexer import pairfilter
 from indexer.analysis import Analyzed, term_maker
+from indexer.dates import UNKNOWN_DATE
 from indexer.sizefilter import UNKNOWN_SIZE
 
 
@@ -228,6 +229,12 @@ class DocumentPositions:
         return hits
 
 
+#: ``flags``: a directory's index file (/index.gmi): a fold shows its directory URL instead.
+FLAG_INDEX_FILE = 1
+#: ``flags``: a page without text of its own (an image, an archive, a feed file), found only
+#: by its URL words and the labels of links to it; ranked after pages with text.
+FLAG_TEXTLESS = 2
+
 #: Gap between the parts of ``text`` (title, body, anchor labels...) so that a phrase never
 #: matches across two of them.
 PART_GAP = 100
@@ -255,10 +262,13 @@ def build_schema() -> fields.Schema:
         charset=fields.ID(stored=True),
         size=fields.STORED(),  # bytes; size: filters read the ``sizes`` column below
         feed=fields.ID(stored=True),  # gemsub, atom, rss
+        # A start page's capsule names, for navigational queries (indexer.navigation).
+        capsule=Keywords(),
         # Facts shown with results; stored only (no filter needs them, and every indexed
         # NUMERIC value costs several tiered terms).
         first_seen=fields.STORED(),
         fetched=fields.STORED(),
+        date=fields.STORED(),  # the page's date, ISO (indexer.dates); filters read ``dates``
         inbound=fields.STORED(),
         # Mirrors and duplicates share this key and are folded into one result (through the
         # ``fold`` column below; stored for people, not indexed: no query needs it).
@@ -269,6 +279,11 @@ def build_schema() -> fields.Schema:
         fold=fields.COLUMN(columns.NumericColumn("q")),
         # Size in bytes (-1 unknown) for size: filters (indexer.sizefilter).
         sizes=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_SIZE)),
+        # The page's date in days since 1970-01-01 (-1 unknown) for after:, before: and
+        # sort:newest (indexer.dates).
+        dates=fields.COLUMN(columns.NumericColumn("q", default=UNKNOWN_DATE)),
+        # Facts about the page the ranking needs for every candidate (FLAG_* below).
+        flags=fields.COLUMN(columns.NumericColumn("q", default=0)),
         # Word positions of ``text``, per document (see POSITIONS_COLUMN).
         textpos=fields.COLUMN(columns.VarBytesColumn()),
         textpairs=fields.COLUMN(

@@ -1,4 +1,5 @@
-"""``size:`` as a Whoosh query answered from a per-document column instead of index terms.
+"""``size:`` (and ``after:``/``before:``) as Whoosh queries answered from a per-document column
+instead of index terms.
 
 Whoosh's ``NumericRange`` expands a range into a union of many tiered terms; on a 20,000-page
 index ``size:>4K word`` took 400 ms, almost all of it in that union. Sizes live in a column
@@ -22,12 +23,17 @@ from whoosh.query import qcore
 from indexer.columnread import segment_column
 
 SIZE_COLUMN = "sizes"
-UNKNOWN_SIZE = -1
-_CACHE_ATTRIBUTE = "_sextant_sizes"
+#: Any column read here holds non-negative values, and this for "unknown".
+UNKNOWN = -1
+UNKNOWN_SIZE = UNKNOWN
 
 
-class SizeRange(qcore.Query):
-    """Pages whose size in bytes is within the range (``None`` = unbounded)."""
+class ColumnRange(qcore.Query):
+    """Pages whose value in :attr:`column` (a 64-bit numeric column, -1 unknown) is within
+    the range (``None`` = unbounded). Subclasses name the column; dates use it too
+    (:mod:`indexer.dates`)."""
+
+    column = SIZE_COLUMN
 
     def __init__(
         self,
@@ -48,13 +54,17 @@ class SizeRange(qcore.Query):
         return (self.low, self.high, self.low_exclusive, self.high_exclusive)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SizeRange) and self._key() == other._key()
+        return (
+            isinstance(other, ColumnRange)
+            and type(other) is type(self)
+            and self._key() == other._key()
+        )
 
     def __hash__(self) -> int:
-        return hash(("SizeRange", *self._key()))
+        return hash((type(self).__name__, *self._key()))
 
     def __repr__(self) -> str:
-        return f"SizeRange{self._key()!r}"
+        return f"{type(self).__name__}{self._key()!r}"
 
     def is_leaf(self) -> bool:
         return True
@@ -74,7 +84,7 @@ class SizeRange(qcore.Query):
             # arrives only through estimate_size.
             parts = [self._matching(leaf) + offset for leaf, offset in reader.leaf_readers()]
             return numpy.concatenate(parts) if parts else numpy.empty(0, dtype=numpy.int64)
-        sizes = _sizes(reader)
+        sizes = column_values(reader, self.column)
         mask = sizes >= 0
         if self.low is not None:
             mask &= sizes > self.low if self.low_exclusive else sizes >= self.low
@@ -83,22 +93,29 @@ class SizeRange(qcore.Query):
         return numpy.nonzero(mask)[0]
 
 
-def _sizes(reader: Any) -> numpy.ndarray:
-    """The segment's sizes, deleted documents marked unknown; cached on the reader object
-    (a reader is a fixed view of one segment, so the array never goes stale)."""
-    cached = getattr(reader, _CACHE_ATTRIBUTE, None)
+class SizeRange(ColumnRange):
+    """Pages whose size in bytes is within the range."""
+
+    column = SIZE_COLUMN
+
+
+def column_values(reader: Any, column: str) -> numpy.ndarray:
+    """The segment's values of ``column``, deleted documents marked unknown; cached on the
+    reader object (a reader is a fixed view of one segment, so the array never goes stale)."""
+    attribute = f"_sextant_{column}"
+    cached = getattr(reader, attribute, None)
     if cached is not None:
         return cached
     count = reader.doc_count_all()
-    if count and SIZE_COLUMN in reader.schema and reader.has_column(SIZE_COLUMN):
-        sizes = segment_column(reader, SIZE_COLUMN, numpy.int64)
+    if count and column in reader.schema and reader.has_column(column):
+        values = segment_column(reader, column, numpy.int64)
     else:
-        sizes = numpy.full(count, UNKNOWN_SIZE, dtype=numpy.int64)
+        values = numpy.full(count, UNKNOWN, dtype=numpy.int64)
     if reader.has_deletions():
         deleted = numpy.fromiter(reader.deleted_docs_set, dtype=numpy.int64)
-        sizes[deleted] = UNKNOWN_SIZE
-    setattr(reader, _CACHE_ATTRIBUTE, sizes)
-    return sizes
+        values[deleted] = UNKNOWN
+    setattr(reader, attribute, values)
+    return values
 
 
 class _SortedIdsMatcher(matching.ListMatcher):

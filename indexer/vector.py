@@ -45,8 +45,9 @@ from indexer import pairfilter
 from indexer.budget import Budget, BudgetExhausted, paced
 from indexer.require import Require
 from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
-from indexer.sizefilter import SizeRange
+from indexer.sizefilter import ColumnRange
 from indexer.weighting import field_lengths
+from indexer.wildcard import WordPrefix, expand
 
 #: Cached posting entries (document numbers and scores) per snapshot, least recently used
 #: terms dropped first: 16 bytes an entry, so 16 million entries is 256 MB. Measured on the
@@ -66,6 +67,8 @@ POSITION_CACHE = 2000
 POSITION_CHECKS = 16
 #: Terms loaded between two budget checks when a prefix or a whole field is expanded.
 TERM_CHECKS = 64
+#: Word prefixes whose expansions are kept (a few dozen short strings each).
+EXPANSION_CACHE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,7 @@ class VectorIndex:
         self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
         self._columns: dict[tuple[str, int], Any] = {}
         self._live: numpy.ndarray | None = None
+        self._expansions: dict[tuple[str, str], list[str]] = {}
         self._lock = threading.Lock()
 
     # --- evaluation --------------------------------------------------------------------
@@ -189,16 +193,38 @@ class VectorIndex:
         if isinstance(query, wq.ConstantScoreQuery):
             child = self._evaluate(query.child, within, budget, exact)
             return DocSet(child.ids, numpy.full(len(child), float(query.score)))
+        if isinstance(query, WordPrefix):
+            return _boosted(self._prefix(query.fieldname, query.text, budget), query.boost)
         if isinstance(query, wq.Prefix):
             terms = self.reader.expand_prefix(query.fieldname, query.text)
             return self._every_term(query.fieldname, terms, budget)
         if isinstance(query, wq.Every) and query.fieldname:
             terms = self.reader.lexicon(query.fieldname)
             return self._every_term(query.fieldname, terms, budget)
-        if isinstance(query, SizeRange):
+        if isinstance(query, ColumnRange):
             ids = query._matching(self.reader).astype(numpy.int64)
             return DocSet(ids, numpy.zeros(len(ids)))
         raise Unsupported(type(query).__name__)
+
+    def expansion(self, fieldname: str, prefix: str, budget: Budget | None = None) -> list[str]:
+        """The terms a word prefix stands for (:func:`indexer.wildcard.expand`), cached."""
+        key = (fieldname, prefix)
+        with self._lock:
+            found = self._expansions.get(key)
+        if found is None:
+            found = expand(self.reader, fieldname, prefix, budget or Budget.unlimited())
+            with self._lock:
+                if len(self._expansions) >= EXPANSION_CACHE:
+                    self._expansions.clear()
+                self._expansions[key] = found
+        return found
+
+    def _prefix(self, fieldname: str, prefix: str, budget: Budget) -> DocSet:
+        """A word prefix: its expansion's postings, scored and summed like an OR of words
+        (cached like a word's forms: the same prefix is typed again while paging)."""
+        terms = self.expansion(fieldname, prefix, budget)
+        parts = [self._term(fieldname, term, 1.0) for term in paced(terms, budget, TERM_CHECKS)]
+        return self._cached(("prefix", fieldname, prefix), _union, parts, self.documents)
 
     def _every_term(self, fieldname: str, terms: Any, budget: Budget) -> DocSet:
         """The unscored union of ``terms`` (a prefix's expansion, a field's lexicon: a URL

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-from indexer.query import Hit, SearchResults
+from indexer.query import VERBATIM, Hit, SearchResults
 from search_capsule import paths
 from search_capsule.pages.lines import (
     day,
@@ -58,6 +58,7 @@ def results_page(results: SearchResults, *, verbose: bool, max_page: int) -> str
     )
     if results.partial:
         lines.append(text(STOPPED_EARLY))
+    lines += _correction(results, verbose)
     lines += _suggestion(results, verbose)
     for hit in results.hits:
         lines.append("")
@@ -88,6 +89,20 @@ def _suggestion(results: SearchResults, verbose: bool) -> list[str]:
         return []
     target = paths.search(results.suggestion, verbose=verbose)
     return ["", link(target, f"Did you mean {_quoted(results.suggestion)}?")]
+
+
+def _correction(results: SearchResults, verbose: bool) -> list[str]:
+    """The query found nothing, so these are its correction's results: say so, and offer
+    the query as typed (its ``!`` turns the correction off)."""
+    if results.corrected_from is None:
+        return []
+    original = results.corrected_from
+    target = paths.search(VERBATIM + original, verbose=verbose)
+    return [
+        "",
+        text(f"No pages match {_quoted(original)}: showing results for {_quoted(results.query)}."),
+        link(target, f"Search instead for {_quoted(original)}"),
+    ]
 
 
 def _title(hit: Hit) -> str:
@@ -126,7 +141,10 @@ def _verbose_hit(hit: Hit) -> list[str]:
             f"type: {hit.mime or 'unknown'} · charset: {hit.charset or 'none'} · "
             f"language: {hit.lang or 'unknown'} · size: {human_size(hit.size)}"
         ),
-        item(f"fetched: {day(hit.fetched_at)} · inbound links: {hit.inbound:,}"),
+        item(
+            f"dated: {hit.date.isoformat() if hit.date else 'unknown'} · "
+            f"fetched: {day(hit.fetched_at)} · inbound links: {hit.inbound:,}"
+        ),
     ]
     return lines
 

@@ -572,6 +572,15 @@ PAGES[f"{SEARCH}/search?gemini"] = P(
 )
 
 
+PAGES[f"{ERIN}/changelog.md"] = P(
+    "# Changelog\n\n## 2024-06-01\n\n- Added a guide to **wheel truing** with a "
+    "[spoke tension table](gemini://erin.example/spokes.gmi).\n"
+    "- Fixed `typos` in _the_ hub notes.\n\n```sh\nmake truing-table\n```\n",
+    mime="text/markdown",
+    lang="en",
+)
+
+
 @dataclass(frozen=True)
 class Known:
     """A query and the page a person expects among the first ``within`` results."""
@@ -620,4 +629,23 @@ KNOWN_ANSWERS: tuple[Known, ...] = (
     Known("climate report", f"{WEATHER}/report.txt"),
     Known("mailing list archive", f"{GEMINI}/news.gmi", within=3),
     Known("gemtext links headings", f"{GEMINI}/docs/gemtext.gmi"),
+    # Navigational: a capsule's name, host, start page URL or start page title.
+    Known("rezepte", f"{DE}/"),
+    Known("recettes.example", f"{FR}/"),
+    Known("gemini://clients.example/", f"{CLIENTS}/"),
+    Known("recettes de cuisine", f"{FR}/"),
+    # Markdown: read as text, its syntax taken away.
+    Known("wheel truing", f"{ERIN}/changelog.md"),
+    Known("spoke tension table", f"{ERIN}/changelog.md"),
+    # Prefixes.
+    Known("sourd*", f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"),
+    Known("apfel*", f"{DE}/apfelstrudel.gmi"),
+    # Dates: the gemlog's labels and URLs date its posts.
+    Known(
+        "site:alice.example after:2024-05-01 before:2024-05-31",
+        f"{ALICE}/gemlog/2024-05-02-tomatoes.gmi",
+    ),
+    Known(
+        "inurl:2024 (bicycle OR sourdough) sort:newest", f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"
+    ),
 )

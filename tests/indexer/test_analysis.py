@@ -63,6 +63,33 @@ def test_folding_happens_before_stemming_so_accents_never_matter() -> None:
     assert german.term("Häuser") == german.term("hauser") == german.term("HAUSER")
 
 
+@pytest.mark.parametrize(
+    ("plural", "singular"),
+    [
+        ("Kartoffeln", "Kartoffel"),  # -n after -el: Snowball leaves it
+        ("Zwiebeln", "Zwiebel"),
+        ("Nudeln", "Nudel"),
+        ("Autos", "Auto"),  # -s after a vowel: Snowball leaves it
+        ("Fotos", "Foto"),
+        ("Tomaten", "Tomate"),  # -en, -er, -e: Snowball's own
+        ("Häuser", "Haus"),
+        ("Kinder", "Kind"),
+        ("Äpfel", "Apfel"),
+    ],
+)
+def test_german_plurals_meet_their_singulars(plural: str, singular: str) -> None:
+    german = term_maker("de")
+    assert german.term(plural) == german.term(singular)
+
+
+def test_german_plural_rules_spare_short_words_and_singulars_in_us() -> None:
+    german = term_maker("de")
+    assert german.term("Kaktus") == "kaktus"  # a singular, not a plural of "Kaktu"
+    assert german.term("Status") == "status"
+    assert german.term("eln") == "eln"  # too short to be a noun in -el
+    assert german.term("Gas") == "gas"
+
+
 def test_positions_split_on_punctuation_and_drop_junk() -> None:
     found, used = term_maker(None).positions("example.org: e-mail " + "x" * (MAX_WORD_CHARS + 1))
     assert found == {"example": [0], "org": [1], "e": [2], "mail": [3]}

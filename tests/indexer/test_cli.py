@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,7 @@ def test_index_then_search_as_text(data_dir: Path) -> None:
     assert "1. Gardening" in output
     assert "gemini://a.example/" in output
     assert "**Tomatoes**" in output
+    assert re.search(r"a\.example · \d+ B · en · \d{4}-\d{2}-\d{2}\n", output), output  # dated
     assert "1 result · page 1 of 1" in output
 
 
@@ -57,28 +59,76 @@ def test_search_json_output(data_dir: Path) -> None:
     code, output = run(data_dir, "search", "--json", "--limit", "1", "beans")
     assert code == 0, output
     data = json.loads(output)
-    assert set(data) == {"total", "exact", "partial", "page", "results", "suggestion", "seconds"}
+    assert set(data) == {
+        "total",
+        "exact",
+        "partial",
+        "page",
+        "results",
+        "suggestion",
+        "corrected_from",
+        "seconds",
+    }
     assert data["total"] == 2
     assert data["exact"] is True
     assert data["partial"] is False
     assert data["page"] == 1
     assert len(data["results"]) == 1
     first = data["results"][0]
-    assert set(first) == {"url", "title", "snippet", "host", "mime", "lang", "size", "score"}
+    assert set(first) == {
+        "url",
+        "title",
+        "snippet",
+        "host",
+        "mime",
+        "lang",
+        "size",
+        "date",
+        "score",
+    }
     assert first["url"] == "gemini://a.example/beans.gmi"
     assert first["size"] == 20_000
     code, output = run(data_dir, "search", "--json", "--page", "2", "--limit", "1", "beans")
     assert json.loads(output)["results"][0]["url"] == "gemini://a.example/"
 
 
-def test_search_words_join_and_suggestions_show(data_dir: Path) -> None:
+def test_search_words_join_and_corrections_answer(data_dir: Path) -> None:
     run(data_dir, "index")
     code, output = run(data_dir, "search", "sourdugh", "bread")
     assert code == 0
+    assert output.startswith(
+        "Showing results for sourdough bread — search instead for !sourdugh bread\n"
+    )
+    assert "1. Bread" in output
+    code, output = run(data_dir, "search", "--json", "sourdugh")
+    data = json.loads(output)
+    assert data["corrected_from"] == "sourdugh"
+    assert data["total"] == 1
+    assert data["suggestion"] is None
+    code, output = run(data_dir, "search", "!sourdugh", "bread")
+    assert code == 0
     assert "no results" in output
     assert "did you mean: sourdough bread" in output
-    code, output = run(data_dir, "search", "--json", "sourdugh")
-    assert json.loads(output)["suggestion"] == "sourdough"
+    code, output = run(data_dir, "search", "--json", "!sourdugh")
+    data = json.loads(output)
+    assert (data["total"], data["suggestion"], data["corrected_from"]) == (0, "sourdough", None)
+
+
+def test_excluded_words_need_no_quotes_and_options_work_around_them(data_dir: Path) -> None:
+    run(data_dir, "index")
+    code, output = run(data_dir, "search", "beans", "-runner")
+    assert code == 0, output
+    assert "1. Gardening" in output
+    assert "1 result · " in output
+    code, output = run(data_dir, "search", "--limit", "1", "beans", "-runner", "--json")
+    assert code == 0, output
+    assert [hit["url"] for hit in json.loads(output)["results"]] == ["gemini://a.example/"]
+    code, output = run(data_dir, "search", "--json", "-runner", "beans")
+    assert code == 0, output
+    assert json.loads(output)["total"] == 1
+    code, output = run(data_dir, "search", "--json", "--", "beans", "--limit")
+    assert code == 0, output  # after --, even an option's name is a word (here a NOT)
+    assert json.loads(output)["total"] == 2
 
 
 def test_index_json_report(data_dir: Path) -> None:

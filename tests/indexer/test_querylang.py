@@ -50,7 +50,8 @@ def test_lowercase_operators_are_words_and_hyphens_inside_words_are_not_negation
 
 def test_filters_and_their_aliases() -> None:
     root = parse(
-        'site:example.org domain:tilde.example lang:de content_type:image title:"a b"'
+        'site:example.org domain:tilde.example lang:de content_type:image title:"a b" '
+        "mime:text/gemini"
     ).root
     assert root == All(
         (
@@ -59,6 +60,7 @@ def test_filters_and_their_aliases() -> None:
             Filter("lang", "de"),
             Filter("type", "image"),
             Text("a b", phrase=True, field="intitle"),
+            Filter("type", "text/gemini"),
         )
     )
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
 from indexer.query import MARK_END, MARK_START, SNIPPET_SOURCE_CHARS, Searcher
 from sextant.errors import QueryError
-from tests.indexer.conftest import Store
+from tests.indexer.conftest import Store, indexed
 from tests.indexer.fixture_space import (
     ALICE,
     DE,
+    ERIN,
     ES,
     FR,
     GEMINI,
@@ -62,6 +64,7 @@ def test_lang_filter_uses_declared_and_detected_languages(known: Searcher) -> No
 def test_type_filters(known: Searcher) -> None:
     assert urls(known, "type:image") == [f"{WEATHER}/radar.png"]
     assert urls(known, "type:image/png") == [f"{WEATHER}/radar.png"]
+    assert urls(known, "mime:image/png") == [f"{WEATHER}/radar.png"]
     assert urls(known, "type:text/plain") == [f"{WEATHER}/report.txt"]
     assert urls(known, "content_type:input") == [f"{WEATHER}/forecast"]
     assert set(urls(known, "type:feed")) == {f"{ALICE}/gemlog/", f"{NEWS}/"}
@@ -160,13 +163,28 @@ def test_hit_fields(known: Searcher) -> None:
 
 
 def test_did_you_mean(known: Searcher) -> None:
-    results = known.search("sourdogh")
+    results = known.search("!sourdogh")
     assert results.total == 0
     assert results.suggestion == "sourdough"
-    assert known.search("lagrnge review").suggestion == "lagrange review"
+    assert results.query == "!sourdogh"
+    assert results.corrected_from is None
+    assert known.search("!lagrnge review").suggestion == "lagrange review"
     assert known.search('tomatoes "balcony" site:alice.example').suggestion is None
     assert known.search("sourdough").suggestion is None
     assert known.search("qqqqzzzz").suggestion is None
+
+
+def test_a_correction_that_finds_pages_answers_at_once(known: Searcher) -> None:
+    results = known.search("sourdogh bred")
+    assert results.corrected_from == "sourdogh bred"
+    assert results.query == "sourdough bread"
+    assert results.suggestion is None
+    assert results.hits[0].url == f"{ALICE}/gemlog/2024-04-11-sourdough.gmi"
+    assert "**sourdough**" in results.hits[0].snippet.lower()
+    # Corrections rewrite the words only: the filters and operators stay as typed.
+    assert known.search("lagrnge -zzzz").query == "lagrange -zzzz"
+    # Nothing to correct to: the empty answer stays.
+    assert known.search("qqqqzzzz").corrected_from is None
 
 
 def test_paging(known: Searcher) -> None:
@@ -250,3 +268,34 @@ def test_hosts_are_shown_as_people_write_them() -> None:
     assert _display_host("gemini://xn--bcher-kva.example/", "xn--bcher-kva.example") == (
         "bücher.example"
     )
+
+
+def test_files_found_by_their_name_rank_after_pages_with_text(tmp_path: Path) -> None:
+    """lighthouse.png matched by its URL and three labels outscored, on BM25, the one page
+    that says "lighthouse" in its text; files come after pages with text now."""
+    links = "".join(f"=> /lighthouse.png Lighthouse picture {n}\n" for n in range(3))
+    pages = {
+        "gemini://files.example/": P(f"# Files\n{links}"),
+        "gemini://files.example/lighthouse.png": P(None, mime="image/png", size=900),
+        "gemini://b.example/": P(f"# Walks\n{links}"),
+        "gemini://c.example/coast.gmi": P(
+            "# The coast\nA long walk along the coast, past fields and dunes, to the old "
+            "lighthouse and back by the harbour, where the boats come in at dusk.",
+        ),
+    }
+    with indexed(tmp_path, pages) as searcher:
+        hits = searcher.search("lighthouse").hits
+        urls = [hit.url for hit in hits]
+        assert urls[-1] == "gemini://files.example/lighthouse.png", hits
+        assert searcher.search("type:image lighthouse").hits[0].url.endswith("lighthouse.png")
+
+
+def test_markdown_is_searched_and_shown_as_text(known: Searcher) -> None:
+    hit = known.search("wheel truing").hits[0]
+    assert hit.url == f"{ERIN}/changelog.md"
+    assert hit.title == "Changelog"
+    for syntax in ("#", "**wheel truing**", "](", "`", "_the_", "make truing-table"):
+        assert syntax not in hit.snippet, hit.snippet
+    assert "**spoke** **tension** **table**" in known.search("spoke tension table").hits[0].snippet
+    assert known.search("make truing").total == 0  # fenced code is left out, like gemtext's
+    assert known.search("intitle:changelog").hits[0].url == f"{ERIN}/changelog.md"

@@ -102,7 +102,7 @@ async def test_verbose_search_shows_the_details_of_each_result(capsule):
     assert "=> gemini://alpha.example/ Alpha's capsule" in text
     assert re.search(r"\* score: [0-9.]+ · link-analysis score: [0-9.]+", text)
     assert "* type: text/gemini · charset: utf-8 · language: en · size: 1.5 kB" in text
-    assert re.search(r"\* fetched: 2026-06-30 · inbound links: [0-9]+", text)
+    assert re.search(r"\* dated: [0-9-]+ · fetched: 2026-06-30 · inbound links: [0-9]+", text)
     assert reply.link_labelled("Compact view") == "/search?solar"
 
 
@@ -173,13 +173,25 @@ async def test_pagination_edges(capsule):
 
 
 async def test_no_results_and_did_you_mean(capsule):
-    reply = await capsule.client.get("/search?solr")
+    reply = await capsule.client.get("/search?%21solr")  # as typed: no correction
     assert reply.status == 20
-    assert "No pages match “solr”." in reply.text
+    assert "No pages match “!solr”." in reply.text
     assert reply.link_labelled("Did you mean “solar”?") == "/search?solar"
     nothing = await capsule.client.get("/search?zyxwvutsrq")
     assert "No pages match" in nothing.text
     assert "Did you mean" not in nothing.text
+
+
+async def test_a_correction_that_finds_pages_is_shown_at_once(capsule):
+    reply = await capsule.client.get("/search?solr")
+    assert reply.status == 20
+    assert "No pages match “solr”: showing results for “solar”." in reply.text
+    assert reply.link_labelled("Search instead for “solr”") == "/search?%21solr"
+    assert "**solar**" in reply.text.lower()
+    verbose = await capsule.client.get("/v/search?solr")
+    assert verbose.link_labelled("Search instead for “solr”") == "/v/search?%21solr"
+    typed = await capsule.client.get("/search?%21solr")
+    assert "No pages match “!solr”." in typed.text
 
 
 @pytest.mark.parametrize("query", ['"unclosed', "(solar", "-solar", "size:>lots"])
