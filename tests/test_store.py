@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -103,6 +104,23 @@ def test_a_file_that_is_not_a_database_is_refused_in_one_line(tmp_path: Path) ->
 def test_a_fresh_sqlite_file_is_migrated_on_first_open(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     assert current_revision(engine) == head_revision(engine)
+
+
+def _open_and_report(db_url: str) -> str:
+    try:
+        open_store(db_url).dispose()
+    except StoreError as exc:
+        return str(exc)
+    return "ok"
+
+
+def test_processes_opening_a_fresh_file_at_once_all_find_it_current(tmp_path: Path) -> None:
+    """`sextant run` starts the capsule and the crawl together on a new store: whichever
+    migrates it, the other must wait and find it at head, not half-migrated."""
+    db_url = f"sqlite:///{tmp_path / 'store.db'}"
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        reports = pool.map(_open_and_report, [db_url] * 6)
+    assert reports == ["ok"] * 6
 
 
 def test_a_database_of_someone_else_is_refused_with_the_fix(db_url: str) -> None:

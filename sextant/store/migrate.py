@@ -7,6 +7,9 @@ an installed copy would not have.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
 from importlib.resources import files
 
 from alembic import command
@@ -80,8 +83,30 @@ def open_store(db_url: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
     :class:`~sextant.errors.StoreUnavailable` rather than a traceback.
     """
     engine = make_engine(db_url, busy_timeout=busy_timeout)
-    with unavailable_as_store_error():
+    with unavailable_as_store_error(), _first_use(engine):
         if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
             upgrade(engine)
         require_current(engine)
     return engine
+
+
+@contextlib.contextmanager
+def _first_use(engine: Engine) -> Iterator[None]:
+    """One process at a time looks at a SQLite file's schema and migrates it if it is new.
+
+    `sextant run` and `demo` start the capsule and the crawl at once, and both may find
+    the file empty: one migrating while the other read the half-migrated revision and
+    stopped ("at revision 0001, the code expects 0005"; seen in CI). Alembic commits each
+    migration on its own, so the schema can be seen half-built; a lock file beside the
+    database makes looking and migrating one step (a few milliseconds once it is built).
+    """
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}-first-use.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
