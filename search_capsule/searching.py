@@ -146,6 +146,11 @@ class SearchService:
         computation = self._in_flight.get((query, page, page_size))
         return None if computation is None else computation.budget
 
+    def waiting(self, query: str, *, page: int, page_size: int) -> int:
+        """How many requests wait for the search for this query (0: none in flight)."""
+        computation = self._in_flight.get((query, page, page_size))
+        return 0 if computation is None else computation.waiters
+
     def close(self) -> None:
         """Stop the search threads, then release the searcher and its store connections."""
         self.workers.close()

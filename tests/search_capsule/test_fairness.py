@@ -154,11 +154,11 @@ async def test_a_search_others_wait_for_goes_on_when_one_of_them_hangs_up(capsul
                 request = line(capsule.client.origin, "/search?keeper")
                 replies.append(await from_address(VISITOR, capsule.address, request))
 
-            misses = search.cache.misses
             clients.start_soon(other)
-            await until(lambda: search.cache.misses > misses)  # it waits for the same search
+            await until(lambda: search.waiting("keeper", **PAGE) == 2)  # both on one search
             await trio.aclose_forcefully(first)
-            await trio.sleep(0.3)  # time for the first client's hang-up to be seen
+            # The first client's hang-up is seen: one request still waits, so the search stays.
+            await until(lambda: search.waiting("keeper", **PAGE) == 1)
             assert search.withdrawn == search.stopped == 0
     assert replies[0].status == 20
     assert search.computed == 1
