@@ -20,9 +20,9 @@ process does that while the workers index) and the spelling vocabulary is update
 
 Whoosh notes, measured on this project's 2-core machine: Whoosh spends most of a build on
 postings; :mod:`indexer.writer` takes out the overheads that do not depend on the data, and
-sizes the posting pool so that it never spills to disk. One writer per process, each writing
-its own segment, avoids both pickling documents to workers (what ``MpWriter`` does) and a
-single-threaded merge at the end.
+its posting pool (:mod:`indexer.pool`) holds a fixed amount, spilling runs by term beyond it.
+One writer per process, each writing its own segment, avoids both pickling documents to
+workers (what ``MpWriter`` does) and a single-threaded merge at the end.
 """
 
 from __future__ import annotations
@@ -62,12 +62,13 @@ from sextant.store.redirects import PermanentRedirects, permanent_redirects
 
 #: Below this many pages a full build runs in-process: starting workers costs more than it saves.
 PARALLEL_MIN_PAGES = 2000
-#: Memory for posting pools, as a share of physical memory, split among the workers and
-#: capped per writer. Spilling sorted runs to disk is the slow path (see indexer.writer); a
-#: 100,000-page build needs about 1.7 GB of pool per worker with two workers to avoid it.
-POOL_MEMORY_SHARE = 0.25
-MAX_WRITER_MB = 2048
-MIN_WRITER_MB = 64
+#: The posting pool of each writer, in MB: fixed, not a share of the machine's memory, so that
+#: the stage's memory does not follow the corpus (beyond it the pool spills runs by term, see
+#: indexer.pool). Measured on the 20,000-page store, two workers (`sextant index --rebuild
+#: --pool-mb N`, CPU s / largest process MB / tree PSS MB): unbounded 81.6 / 562 / 1,068;
+#: 128 MB 76.7 / 347 / 642 (three spills a worker, no slower); 32 MB 86.3 / 265 / 481 (+6%
+#: CPU). 128 MB keeps two workers and the parent well under 1 GB at any corpus size.
+WRITER_POOL_MB = 128
 #: An incremental run that would touch more than this share of the index rebuilds instead.
 REBUILD_FRACTION = 0.5
 #: Subtracted from the run's start time: a crawler transaction that stamped updated_at before
@@ -83,18 +84,8 @@ Progress = Callable[[int, int], None]  # (pages done, pages to do)
 class _Options:
     procs: int | None
     progress: Progress | None
-    limitmb: int | None  # per writer; None: from physical memory (see pool_limit_mb)
+    limitmb: int | None  # per writer; None: WRITER_POOL_MB
     watermark_slack: timedelta
-
-
-def pool_limit_mb(workers: int) -> int:
-    """The posting-pool size for each of ``workers`` writers."""
-    try:
-        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return MIN_WRITER_MB * 4
-    share = int(physical * POOL_MEMORY_SHARE / max(workers, 1) / 2**20)
-    return max(MIN_WRITER_MB, min(MAX_WRITER_MB, share))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +149,7 @@ def _full_build(index_dir: Path, engine: Engine, db_url: str, options: _Options)
             moved = permanent_redirects(connection)
         total = int(total or 0)
         workers = _worker_count(options.procs, total)
-        limitmb = options.limitmb or pool_limit_mb(workers)
+        limitmb = options.limitmb or WRITER_POOL_MB
         job = _Job(str(generation), db_url, workers, limitmb, hubs, moved)
         rank_clock = 0.0
         if job.workers == 1:
@@ -337,7 +328,7 @@ def _incremental(
     started = utcnow()
     clock = time.perf_counter()
     progress = options.progress
-    limitmb = options.limitmb or pool_limit_mb(1)
+    limitmb = options.limitmb or WRITER_POOL_MB
     ix = whoosh_index.open_dir(str(generation))
     with engine.connect() as connection:
         changed = connection.execute(

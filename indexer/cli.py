@@ -29,15 +29,34 @@ from sextant.display import json_text, one_line
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress line and no summary.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run's figures as JSON.")
+@click.option(
+    "--pool-mb",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Posting pool per writer in MB (default: indexer.build.WRITER_POOL_MB); beyond it "
+    "postings spill to disk.",
+)
 @pass_settings
-def index(settings: Settings, rebuild: bool, procs: int | None, quiet: bool, as_json: bool) -> None:
+def index(
+    settings: Settings,
+    rebuild: bool,
+    procs: int | None,
+    quiet: bool,
+    as_json: bool,
+    pool_mb: int | None,
+) -> None:
     """Update the search index from the store (only what changed since the last run)."""
     from indexer.build import run_index
 
     settings.ensure_data_dir()
     status = _StatusLine(enabled=not quiet and sys.stderr.isatty())
     report = run_index(
-        settings.index_dir, settings.db_url, rebuild=rebuild, procs=procs, progress=status.update
+        settings.index_dir,
+        settings.db_url,
+        rebuild=rebuild,
+        procs=procs,
+        progress=status.update,
+        limitmb=pool_mb,
     )
     status.clear()
     if as_json:

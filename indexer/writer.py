@@ -10,7 +10,8 @@ depend on what is indexed, and this writer removes them:
   into a list and answers from it.
 * **The posting pool.** Whoosh's pool estimates every posting's memory size (a dozen
   arithmetic operations per posting), keeps a five-tuple per posting and sorts them all at the
-  end. :class:`_Pool` groups postings by term as they arrive (see there).
+  end. :class:`indexer.pool.BoundedPool` groups postings by term as they arrive, within a
+  fixed bound (see there).
 
 It also writes posting blocks for the way searches read them: whole posting lists decoded
 into numpy arrays (:mod:`indexer.vector`), not skipped through posting by posting. A block
@@ -30,13 +31,14 @@ import operator
 import pickle
 import zlib
 from array import array
-from collections.abc import Iterator
 from typing import Any
 
 # The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.codec import whoosh3
 from whoosh.util.numeric import byte_to_length, length_to_byte
-from whoosh.writing import PostingPool, SegmentWriter
+from whoosh.writing import SegmentWriter
+
+from indexer.pool import BoundedPool
 
 #: zlib level for posting blocks; 0 stores them uncompressed. Whoosh keeps a block's document
 #: numbers, weights and positions in one compressed pickle, so skipping through the postings
@@ -48,9 +50,6 @@ COMPRESSION = 0
 #: numpy arrays (:mod:`indexer.vector`) rather than skipping through it, and each block costs
 #: them a seek, an unpickling and two array conversions on top of its postings.
 BLOCK_POSTINGS = 1024
-#: Bytes a pooled posting takes in memory, measured with tracemalloc on the benchmark's
-#: documents; turns ``limitmb`` into a posting count.
-POSTING_BYTES = 80
 
 
 class _PostingsWriter(whoosh3.W3PostingsWriter):
@@ -156,79 +155,6 @@ def codec() -> whoosh3.W3Codec:
     return _Codec(blocklimit=BLOCK_POSTINGS, compression=COMPRESSION)
 
 
-_Postings = tuple[array, array, list]  # docnums ("I"), weights ("f"), encoded values
-
-
-class _Pool(PostingPool):
-    """Postings grouped by field and term as they arrive, in compact arrays.
-
-    Whoosh's pool keeps a five-tuple per posting (about 160 bytes with its objects) and sorts
-    them all at the end; when it outgrows ``limitmb`` it pickles sorted runs to disk and
-    heap-merges them back, which made a 3,000-page build 40% slower when forced. Here each
-    term holds three arrays: document numbers and weights as machine numbers, values as
-    references (a term's single position is a shared cached ``bytes``). That is about a sixth
-    of the memory, so a worker holds its whole share of a 100,000-page build without
-    spilling, and writing the segment only sorts the distinct terms: documents arrive in
-    increasing document number, so each term's postings are already in order.
-    """
-
-    def __init__(self, tempstore: Any, segment: Any, limitmb: int) -> None:
-        super().__init__(tempstore, segment, limitmb=limitmb)
-        self.max_postings = max(10_000, limitmb * 1024 * 1024 // POSTING_BYTES)
-        self._fields: dict[str, dict[bytes, _Postings]] = {}
-        self._unordered: set[tuple[str, bytes]] = set()
-        self._count = 0
-
-    def add(self, item: tuple[str, bytes, int, float, bytes]) -> None:
-        fieldname, tbytes, docnum, weight, vbytes = item
-        terms = self._fields.get(fieldname)
-        if terms is None:
-            terms = self._fields[fieldname] = {}
-            self.fieldnames.add(fieldname)
-        postings = terms.get(tbytes)
-        if postings is None:
-            postings = terms[tbytes] = (array("I"), array("f"), [])
-        ids, weights, values = postings
-        if ids and docnum < ids[-1]:  # merged segments can arrive out of order
-            self._unordered.add((fieldname, tbytes))
-        ids.append(docnum)
-        weights.append(weight)
-        values.append(vbytes)
-        self._count += 1
-        if self._count >= self.max_postings:
-            self.save()
-
-    def _sorted_items(self) -> Iterator[tuple[str, bytes, int, float, bytes]]:
-        for fieldname, tbytes in self._unordered:
-            ids, weights, values = self._fields[fieldname][tbytes]
-            order = sorted(range(len(ids)), key=ids.__getitem__)
-            self._fields[fieldname][tbytes] = (
-                array("I", (ids[i] for i in order)),
-                array("f", (weights[i] for i in order)),
-                [values[i] for i in order],
-            )
-        self._unordered.clear()
-        for fieldname in sorted(self._fields):
-            terms = self._fields[fieldname]
-            for tbytes in sorted(terms):
-                ids, weights, values = terms[tbytes]
-                for docnum, weight, vbytes in zip(ids, weights, values, strict=True):
-                    yield fieldname, tbytes, docnum, weight, vbytes
-
-    def save(self) -> None:
-        if self._count:
-            path, handle = self._new_run()
-            self._write_run(handle, self._sorted_items())
-            self._add_run(path)
-            self._fields = {}
-            self._count = 0
-
-    def iter_postings(self) -> Iterator[tuple[str, bytes, int, float, bytes]]:
-        if not self.runs:
-            return self._sorted_items()
-        return super().iter_postings()  # saves what is in memory, then merges the runs
-
-
 class _Lengths:
     """Field lengths of every document of the segment being written, read once per field."""
 
@@ -257,7 +183,7 @@ class TunedSegmentWriter(SegmentWriter):
 
     def __init__(self, ix: Any, *, limitmb: int, lock: bool = True) -> None:
         super().__init__(ix, _lk=lock, limitmb=limitmb, codec=codec())
-        self.pool = _Pool(self._tempstorage, self.newsegment, limitmb)
+        self.pool = BoundedPool(self._tempstorage, self.newsegment, limitmb)
 
     def _flush_segment(self) -> None:
         self.perdocwriter.close()

@@ -113,11 +113,10 @@ INTERNALS: list[Internal] = [
     *_instance("indexer/vector.py", "whoosh.matching.wrappers.WrappingMatcher", "child"),
     *_instance("indexer/vector.py", "whoosh.scoring.BM25F", "_field_B"),
     # indexer/writer.py: a W3 postings writer with its own block layout, the codec making
-    # it, a posting pool and a segment writer that flushes through them.
+    # it, and a segment writer that flushes through them and the pool of indexer/pool.py.
     *_module("indexer/writer.py", W3, "W3PostingsWriter", "W3Codec"),
     *_module("indexer/writer.py", W3, "WHOOSH3_HEADER_MAGIC", "LENGTHS_COLUMN", "_lenfield"),
     *_module("indexer/writer.py", "whoosh.util.numeric", "byte_to_length", "length_to_byte"),
-    *_module("indexer/writer.py", "whoosh.writing", "PostingPool"),
     *_class("indexer/writer.py", POSTINGS_WRITER, "add_posting", "_write_block"),
     *_class("indexer/writer.py", POSTINGS_WRITER, "_new_block", "_mini_values"),
     *_parameters("indexer/writer.py", f"{POSTINGS_WRITER}.add_posting", "length"),
@@ -143,10 +142,12 @@ INTERNALS: list[Internal] = [
     *_instance("indexer/writer.py", f"{W3}.W3Codec", "_blocklimit", "_compression", "_inlinelimit"),
     *_class("indexer/writer.py", f"{W3}.W3PerDocReader", "_cached_reader", "doc_field_length"),
     *_class("indexer/writer.py", f"{W3}.W3FieldWriter", "add_postings"),
-    *_class("indexer/writer.py", POOL, "_new_run", "_write_run", "_add_run", "iter_postings"),
-    *_class("indexer/writer.py", POOL, "add", "save"),
-    *_parameters("indexer/writer.py", f"{POOL}.__init__", "limitmb"),
-    *_instance("indexer/writer.py", POOL, "runs", "fieldnames"),
+    # indexer/pool.py: a posting pool writing its own runs in Whoosh's temporary storage.
+    *_module("indexer/pool.py", "whoosh.writing", "PostingPool"),
+    *_class("indexer/pool.py", POOL, "_new_run", "_add_run", "_open_run", "_remove_run"),
+    *_class("indexer/pool.py", POOL, "add", "save", "iter_postings", "cleanup"),
+    *_parameters("indexer/pool.py", f"{POOL}.__init__", "limitmb"),
+    *_instance("indexer/pool.py", POOL, "runs", "fieldnames"),
     *_class("indexer/writer.py", SEGMENT_WRITER, "_flush_segment", "per_document_reader"),
     *_parameters("indexer/writer.py", f"{SEGMENT_WRITER}.__init__", "_lk", "limitmb", "codec"),
     *_instance(

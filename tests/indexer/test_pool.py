@@ -1,0 +1,130 @@
+"""The bounded posting pool: it never holds more than its bound, and spilling changes nothing."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from whoosh import index as whoosh_index
+from whoosh.fields import ID, NUMERIC, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
+
+from indexer.pool import BoundedPool
+from indexer.writer import TunedSegmentWriter
+from tests.indexer.conftest import Store
+from tests.indexer.spaces import P
+
+WORDS = [f"w{i}" for i in range(400)]
+SCHEMA = Schema(pid=ID(stored=True, unique=True), body=TEXT(phrase=True), n=NUMERIC(stored=True))
+
+
+def _documents(count: int) -> list[dict[str, Any]]:
+    # Zipf-like word choice: a few terms with long posting lists, many with short ones.
+    rng = random.Random(7)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    return [
+        {
+            "pid": str(i),
+            "body": " ".join(rng.choices(WORDS, weights, k=rng.randint(5, 60))),
+            "n": i,
+        }
+        for i in range(count)
+    ]
+
+
+def _build(directory: Path, documents: list[dict[str, Any]], max_postings: int | None) -> Any:
+    directory.mkdir()
+    ix = whoosh_index.create_in(str(directory), SCHEMA)
+    writer = TunedSegmentWriter(ix, limitmb=64)
+    pool = writer.pool
+    if max_postings is not None:
+        pool.max_postings = max_postings
+    for document in documents:
+        writer.add_document(**document)
+    writer.commit()
+    return ix, pool
+
+
+def _postings(ix: Any) -> list[tuple[str, bytes, list[tuple[int, float, bytes]]]]:
+    """Every term's every posting (document, weight, encoded value), as the index holds them."""
+    found = []
+    with ix.reader() as reader:
+        for fieldname, tbytes in reader.all_terms():
+            matcher = reader.postings(fieldname, tbytes)
+            postings = []
+            while matcher.is_active():
+                postings.append((matcher.id(), matcher.weight(), matcher.value()))
+                matcher.next()
+            found.append((fieldname, tbytes, postings))
+    return found
+
+
+def test_a_pool_that_spills_many_times_writes_the_same_index(tmp_path: Path) -> None:
+    documents = _documents(1500)
+    whole, whole_pool = _build(tmp_path / "whole", documents, None)
+    spilled, spilled_pool = _build(tmp_path / "spilled", documents, 2000)
+    assert whole_pool.spills == 0
+    assert spilled_pool.spills >= 10  # ~45,000 postings through a pool of 2,000
+    assert spilled_pool.peak_postings <= 2000
+    assert whole_pool.peak_postings > 20 * spilled_pool.peak_postings
+    expected = _postings(whole)
+    assert sum(len(postings) for _, _, postings in expected) > 40_000
+    assert _postings(spilled) == expected
+    with whole.searcher() as a, spilled.searcher() as b:
+        for word in ("w0", "w3", "w150", "w399"):
+            hits_a = [(hit["pid"], hit.score) for hit in a.find("body", word, limit=None)]
+            hits_b = [(hit["pid"], hit.score) for hit in b.find("body", word, limit=None)]
+            assert hits_a == hits_b
+        phrase = '"w0 w1"'
+        assert [h["pid"] for h in a.find("body", phrase, limit=None)] == [
+            h["pid"] for h in b.find("body", phrase, limit=None)
+        ]
+
+
+def test_runs_whose_documents_go_back_are_merged_in_document_order(tmp_path: Path) -> None:
+    # Whoosh's merges add older segments' postings after the new documents', so a term's
+    # document numbers can go back from one run to the next.
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.max_postings = 3
+    for docnum in (5, 6, 7, 1, 2, 9, 0):
+        pool.add(("body", b"term", docnum, float(docnum), b"v%d" % docnum))
+    pool.add(("body", b"other", 4, 1.0, b""))
+    assert pool.spills == 2
+    postings = list(pool.iter_postings())
+    assert [(p[1], p[2]) for p in postings] == [
+        (b"other", 4),
+        *((b"term", docnum) for docnum in (0, 1, 2, 5, 6, 7, 9)),
+    ]
+    assert all(p[3] == float(p[2]) for p in postings if p[1] == b"term")
+    assert not pool.runs
+    assert not list(tmp_path.iterdir())  # the runs were removed once read
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_a_full_build_with_a_small_pool_finds_what_an_unbounded_one_finds(
+    store: Store, procs: int
+) -> None:
+    # 1 MB holds ~13,000 postings: 300 pages of ~120 words spill a few times per writer.
+    rng = random.Random(3)
+    store.space.add(
+        {
+            f"gemini://p{i % 5}.example/{i}.gmi": P(
+                f"# Page {i}\n" + " ".join(rng.choices(WORDS, k=120)) + "\n"
+            )
+            for i in range(300)
+        }
+    )
+    store.index(rebuild=True, procs=procs, limitmb=4096)
+    queries = ("w1", "w7 w8", '"w2 w3"', "w399 OR w398")
+    with store.searcher() as searcher:
+        expected = {
+            q: [(h.url, round(h.score, 6)) for h in searcher.search(q).hits] for q in queries
+        }
+    store.index(rebuild=True, procs=procs, limitmb=1)
+    with store.searcher() as searcher:
+        for query in queries:
+            assert [(h.url, round(h.score, 6)) for h in searcher.search(query).hits] == (
+                expected[query]
+            )
