@@ -267,7 +267,7 @@ def _index_share(
     job: _Job, where: ColumnElement[bool], progress: Progress | None, total: int
 ) -> tuple[Any, Vocabulary, int]:
     """Index the indexable pages matching ``where`` into one new, uncommitted segment."""
-    ix = whoosh_index.open_dir(job.generation)
+    ix = location.open_for_writing(Path(job.generation))
     writer = TunedSegmentWriter(ix, limitmb=job.limitmb, lock=False)
     vocabulary = Vocabulary()
     count = 0
@@ -329,7 +329,7 @@ def _incremental(
     clock = time.perf_counter()
     progress = options.progress
     limitmb = options.limitmb or WRITER_POOL_MB
-    ix = whoosh_index.open_dir(str(generation))
+    ix = location.open_for_writing(generation)
     with engine.connect() as connection:
         changed = connection.execute(
             select(Page.id, Page.state).where(Page.updated_at > state.watermark)

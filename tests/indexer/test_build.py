@@ -314,3 +314,21 @@ def test_size_filter_follows_changes_deletions_and_segments(store: Store) -> Non
     store.index()
     assert urls(store, "size:>10K") == []
     assert set(urls(store, "size:<1K")) == {f"{A}/small.gmi", f"{B}/big.gmi"}
+
+
+def test_the_indexer_reads_the_index_without_mapping_it(store: Store) -> None:
+    # Whoosh maps whole segments and read pages stay in the process's RSS: 300-460 MB of an
+    # incremental run's 706 MB peak at 20,000 pages, growing with the index.
+    small_space(store)
+    store.index()
+    generation = store.index_dir.resolve()
+    segments = [path.name for path in generation.glob("*.seg")]
+    assert segments
+    ix = location.open_for_writing(generation)
+    with ix.searcher() as searcher:
+        assert {int(term) for term in searcher.reader().field_terms("pid")}
+        assert searcher.document_number(pid="1") is not None
+        maps = Path("/proc/self/maps").read_text()
+        assert not [name for name in segments if name in maps]
+    with store.searcher() as searcher:  # searchers keep their maps, for speed
+        assert searcher.search("tomatoes").hits

@@ -159,6 +159,11 @@ INTERNALS: list[Internal] = [
         "fieldwriter",
         "pool",
     ),
+    # indexer/location.py: the indexer opens the index through a storage without memory maps.
+    *_module("indexer/location.py", "whoosh.filedb.filestore", "FileStorage"),
+    *_parameters(
+        "indexer/location.py", "whoosh.filedb.filestore.FileStorage.__init__", "supports_mmap"
+    ),
     # indexer/build.py: workers write uncommitted segments; the parent commits them in one TOC.
     *_class("indexer/build.py", SEGMENT_WRITER, "_finalize_segment", "_close_segment"),
     *_class("indexer/build.py", "whoosh.index.FileIndex", "_read_toc"),
