@@ -50,6 +50,7 @@ from whoosh.index import TOC, FileIndex
 from indexer import location
 from indexer.analysis import detect_language
 from indexer.documents import INDEXED_STATES, SPELLING_KEY, documents_for, iter_pages
+from indexer.merging import bounded_merge
 from indexer.rank import LinkScores, compute, hub_pages
 from indexer.schema import build_schema
 from indexer.spelling import Vocabulary
@@ -383,7 +384,7 @@ def _incremental(
                         count += 1
                 if progress is not None:
                     progress(done, len(to_index))
-        writer.commit()
+        writer.commit(mergetype=bounded_merge)  # never the big segments (indexer.merging)
     except BaseException:
         writer.cancel()
         raise

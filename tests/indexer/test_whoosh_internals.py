@@ -159,6 +159,8 @@ INTERNALS: list[Internal] = [
         "fieldwriter",
         "pool",
     ),
+    # indexer/merging.py: a merge policy reading the segments it merges, as Whoosh's do.
+    *_module("indexer/merging.py", "whoosh.reading", "SegmentReader"),
     # indexer/location.py: the indexer opens the index through a storage without memory maps.
     *_module("indexer/location.py", "whoosh.filedb.filestore", "FileStorage"),
     *_parameters(
