@@ -46,7 +46,7 @@ STATE_FILE = "sextant-index.json"
 LOCK_FILE = ".index.lock"
 #: Bumped whenever the schema or the analysis changes what is in an index: an index of another
 #: version is rebuilt by the next `sextant index` and refused by searchers until then.
-STATE_VERSION = 5  # 5: page dates (``dates``, ``date``), capsule names, ``flags``
+STATE_VERSION = 6  # 6: no frequency values in text postings (schema.Weights)
 #: The Whoosh release this process runs (pinned exactly in pyproject.toml).
 WHOOSH_VERSION = whoosh.versionstring()
 

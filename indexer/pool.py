@@ -71,10 +71,53 @@ class BoundedPool(PostingPool):
         weights.append(weight)
         values.append(vbytes)
         self._count += 1
-        if self._count > self.peak_postings:
-            self.peak_postings = self._count
+        self._note_peak()
         if self._count >= self.max_postings:
             self.save()
+
+    def add_terms(
+        self,
+        fieldname: str,
+        docnum: int,
+        items: Iterable[tuple[bytes, int, float, bytes]],
+        boost: float,
+    ) -> int:
+        """Pool one document's postings for one field, as ``field.index`` yields them
+        (term, frequency, weight, value); return the field's length (the frequencies' sum).
+
+        :meth:`add` for a whole field at once: the field's terms are looked up once, not per
+        posting, which was a tenth of the build's CPU. The bound holds exactly: a field that
+        fills the pool spills it mid-field and goes on in a fresh one."""
+        self.fieldnames.add(fieldname)
+        terms = self._fields.setdefault(fieldname, {})
+        room = self.max_postings - self._count
+        length = count = 0
+        for tbytes, freq, weight, vbytes in items:
+            postings = terms.get(tbytes)
+            if postings is None:
+                postings = terms[tbytes] = (array("I"), array("f"), [])
+            ids, weights, values = postings
+            if ids and docnum < ids[-1]:
+                self._unordered.add((fieldname, tbytes))
+            ids.append(docnum)
+            weights.append(weight * boost)
+            values.append(vbytes)
+            length += freq
+            count += 1
+            if count >= room:
+                self._count += count
+                self._note_peak()
+                self.save()
+                terms = self._fields.setdefault(fieldname, {})
+                room = self.max_postings
+                count = 0
+        self._count += count
+        self._note_peak()
+        return length
+
+    def _note_peak(self) -> None:
+        if self._count > self.peak_postings:
+            self.peak_postings = self._count
 
     def _sorted_terms(self) -> Iterator[TermPostings]:
         """What the pool holds, term by term in (field, term) order, each term's postings

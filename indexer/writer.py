@@ -11,7 +11,8 @@ depend on what is indexed, and this writer removes them:
 * **The posting pool.** Whoosh's pool estimates every posting's memory size (a dozen
   arithmetic operations per posting), keeps a five-tuple per posting and sorts them all at the
   end. :class:`indexer.pool.BoundedPool` groups postings by term as they arrive, within a
-  fixed bound (see there).
+  fixed bound (see there). :meth:`TunedSegmentWriter.add_document` hands it a field's
+  postings in one call, not one call per posting.
 
 It also writes posting blocks for the way searches read them: whole posting lists decoded
 into numpy arrays (:mod:`indexer.vector`), not skipped through posting by posting. A block
@@ -184,6 +185,52 @@ class TunedSegmentWriter(SegmentWriter):
     def __init__(self, ix: Any, *, limitmb: int, lock: bool = True) -> None:
         super().__init__(ix, _lk=lock, limitmb=limitmb, codec=codec())
         self.pool = BoundedPool(self._tempstorage, self.newsegment, limitmb)
+
+    def add_document(self, **fields: Any) -> None:
+        """Whoosh's ``SegmentWriter.add_document`` for the fields of our schema, handing each
+        field's postings to the pool in one :meth:`indexer.pool.BoundedPool.add_terms` call
+        instead of one call per posting. Same documents, lengths, stored values and columns;
+        spelling and term-vector fields, which our schema does not use, go through Whoosh's
+        own method."""
+        self._check_state()
+        schema = self.schema
+        fieldnames = sorted(name for name in fields if not name.startswith("_"))
+        self._check_fields(schema, fieldnames)
+        if any(schema[name].separate_spelling() or schema[name].vector for name in fieldnames):
+            super().add_document(**fields)
+            return
+        perdocwriter = self.perdocwriter
+        docnum = self.docnum
+        docboost = self._doc_boost(fields)
+        add_terms = self.pool.add_terms
+        perdocwriter.start_doc(docnum)
+        try:
+            for fieldname in fieldnames:
+                value = fields.get(fieldname)
+                if value is None:
+                    continue
+                field = schema[fieldname]
+                length = 0
+                if field.indexed:
+                    boost = self._field_boost(fields, fieldname, docboost)
+                    added = add_terms(fieldname, docnum, field.index(value), boost)
+                    if field.scorable:
+                        length = added
+                customval = fields.get(f"_stored_{fieldname}", value)
+                perdocwriter.add_field(
+                    fieldname, field, customval if field.stored else None, length
+                )
+                column = field.column_type
+                if column and customval is not None:
+                    perdocwriter.add_column_value(
+                        fieldname, column, field.to_column_value(customval)
+                    )
+        except Exception:
+            perdocwriter.cancel_doc()
+            raise
+        perdocwriter.finish_doc()
+        self._added = True
+        self.docnum += 1
 
     def _flush_segment(self) -> None:
         self.perdocwriter.close()

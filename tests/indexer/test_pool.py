@@ -102,6 +102,20 @@ def test_runs_whose_documents_go_back_are_merged_in_document_order(tmp_path: Pat
     assert not list(tmp_path.iterdir())  # the runs were removed once read
 
 
+def test_one_field_larger_than_the_pool_spills_mid_field_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.max_postings = 4
+    items = [(b"t%02d" % n, n + 1, float(n), b"") for n in range(10)]
+    length = pool.add_terms("body", 3, items, 2.0)
+    assert length == sum(range(1, 11))
+    assert pool.spills == 2  # ten postings through a pool of four
+    assert pool.peak_postings == 4
+    postings = list(pool.iter_postings())
+    assert [(p[1], p[2], p[3]) for p in postings] == [(b"t%02d" % n, 3, 2.0 * n) for n in range(10)]
+
+
 @pytest.mark.parametrize("procs", [1, 2])
 def test_a_full_build_with_a_small_pool_finds_what_an_unbounded_one_finds(
     store: Store, procs: int

@@ -149,6 +149,17 @@ INTERNALS: list[Internal] = [
     *_parameters("indexer/pool.py", f"{POOL}.__init__", "limitmb"),
     *_instance("indexer/pool.py", POOL, "runs", "fieldnames"),
     *_class("indexer/writer.py", SEGMENT_WRITER, "_flush_segment", "per_document_reader"),
+    # ... and its own add_document, which does what Whoosh's does through these.
+    *_class(
+        "indexer/writer.py",
+        SEGMENT_WRITER,
+        "add_document",
+        "_check_state",
+        "_check_fields",
+        "_doc_boost",
+        "_field_boost",
+    ),
+    *_instance("indexer/writer.py", SEGMENT_WRITER, "docnum", "_added"),
     *_parameters("indexer/writer.py", f"{SEGMENT_WRITER}.__init__", "_lk", "limitmb", "codec"),
     *_instance(
         "indexer/writer.py",
@@ -210,7 +221,10 @@ INTERNALS: list[Internal] = [
     # indexer/analysis.py: Whoosh's Snowball stemmers, without its analyzer pipeline.
     *_module("indexer/analysis.py", "whoosh.lang", "stemmer_for_language"),
     # indexer/schema.py: field types set up by hand, posting values encoded by hand.
-    *_module("indexer/schema.py", "whoosh.formats", "pack_uint"),
+    *_module("indexer/schema.py", "whoosh.formats", "pack_uint", "Format"),
+    # ... and a format without values (Weights): the writer keys on its size of 0.
+    *_class("indexer/schema.py", "whoosh.formats.Format", "posting_size"),
+    *_class("indexer/schema.py", "whoosh.formats.Format", "word_values", "fixed_value_size"),
     *_class(
         "indexer/schema.py",
         "whoosh.fields.FieldType",
