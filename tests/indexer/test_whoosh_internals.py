@@ -247,6 +247,11 @@ INTERNALS: list[Internal] = [
         "_basepos",
     ),
     *_instance("indexer/pairfilter.py", "whoosh.filedb.structfile.BufferFile", "_buf"),
+    # indexer/mapped.py: the file class compound storage opens its files as, replaced.
+    *_module("indexer/mapped.py", "whoosh.filedb", "compound"),
+    *_module("indexer/mapped.py", "whoosh.filedb.compound", "BufferFile"),
+    *_module("indexer/mapped.py", "whoosh.filedb.structfile", "BufferFile"),
+    *_instance("indexer/mapped.py", "whoosh.filedb.structfile.BufferFile", "_buf", "_name"),
 ]
 
 
