@@ -71,7 +71,7 @@ class ViewReader:
         """The view belongs to the map, which its storage closes."""
 
 
-class MappedFile(BufferFile):  # type: ignore[misc]
+class MappedFile(BufferFile):
     """Whoosh's ``BufferFile`` reading its buffer in place."""
 
     def __init__(self, buf: Any, name: str | None = None, onclose: Any = None) -> None:
@@ -85,4 +85,4 @@ class MappedFile(BufferFile):  # type: ignore[misc]
 
 def install() -> None:
     """Make Whoosh's compound storage open its files as :class:`MappedFile` (idempotent)."""
-    compound.BufferFile = MappedFile  # type: ignore[misc]
+    compound.BufferFile = MappedFile

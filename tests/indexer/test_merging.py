@@ -36,12 +36,17 @@ def _index_with_segments(directory: Path, sizes: list[int]) -> Any:
     return ix
 
 
+def _commit_one(ix: Any, body: str, *, max_docs: int, max_segments: int) -> None:
+    """One more document, committed under :func:`bounded_merge` with these bounds."""
+    policy = functools.partial(bounded_merge, max_docs=max_docs, max_segments=max_segments)
+    writer = TunedSegmentWriter(ix, limitmb=16)
+    writer.add_document(pid="new", body=body)
+    writer.commit(mergetype=policy)
+
+
 def test_a_commit_merges_the_small_segments_and_never_the_big_ones(tmp_path: Path) -> None:
     ix = _index_with_segments(tmp_path, [400, 300, 5, 6, 7, 8])
-    policy = functools.partial(bounded_merge, max_docs=100, max_segments=4)
-    writer = TunedSegmentWriter(ix, limitmb=16)
-    writer.add_document(pid="new", body="fresh common")
-    writer.commit(mergetype=policy)
+    _commit_one(ix, "fresh common", max_docs=100, max_segments=4)
     # The four small ones (26 documents) and the new one became one; the big ones stayed.
     assert _segment_sizes(ix) == [27, 300, 400]
     with ix.searcher() as searcher:
@@ -51,10 +56,7 @@ def test_a_commit_merges_the_small_segments_and_never_the_big_ones(tmp_path: Pat
 
 def test_a_commit_merges_no_more_documents_than_its_bound(tmp_path: Path) -> None:
     ix = _index_with_segments(tmp_path, [30, 30, 30, 30, 30, 30])
-    policy = functools.partial(bounded_merge, max_docs=70, max_segments=3)
-    writer = TunedSegmentWriter(ix, limitmb=16)
-    writer.add_document(pid="new", body="fresh")
-    writer.commit(mergetype=policy)
+    _commit_one(ix, "fresh", max_docs=70, max_segments=3)
     assert _segment_sizes(ix) == [30, 30, 30, 30, 61]
 
 
