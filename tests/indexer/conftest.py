@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -64,3 +65,17 @@ def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Searcher]:
     """The fixture space, indexed once for every read-only test of the package."""
     with indexed(tmp_path_factory.mktemp("known"), PAGES) as searcher:
         yield searcher
+
+
+def every_posting(ix: Any) -> list[tuple[str, bytes, list[tuple[int, float, bytes]]]]:
+    """Every term's every posting (document, weight, encoded value), as the index holds them."""
+    found = []
+    with ix.reader() as reader:
+        for fieldname, tbytes in reader.all_terms():
+            matcher = reader.postings(fieldname, tbytes)
+            postings = []
+            while matcher.is_active():
+                postings.append((matcher.id(), matcher.weight(), matcher.value()))
+                matcher.next()
+            found.append((fieldname, tbytes, postings))
+    return found

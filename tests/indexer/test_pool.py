@@ -13,7 +13,7 @@ from whoosh.filedb.filestore import FileStorage
 
 from indexer.pool import BoundedPool
 from indexer.writer import TunedSegmentWriter
-from tests.indexer.conftest import Store
+from tests.indexer.conftest import Store, every_posting
 from tests.indexer.spaces import P
 
 WORDS = [f"w{i}" for i in range(400)]
@@ -47,20 +47,6 @@ def _build(directory: Path, documents: list[dict[str, Any]], max_postings: int |
     return ix, pool
 
 
-def _postings(ix: Any) -> list[tuple[str, bytes, list[tuple[int, float, bytes]]]]:
-    """Every term's every posting (document, weight, encoded value), as the index holds them."""
-    found = []
-    with ix.reader() as reader:
-        for fieldname, tbytes in reader.all_terms():
-            matcher = reader.postings(fieldname, tbytes)
-            postings = []
-            while matcher.is_active():
-                postings.append((matcher.id(), matcher.weight(), matcher.value()))
-                matcher.next()
-            found.append((fieldname, tbytes, postings))
-    return found
-
-
 def test_a_pool_that_spills_many_times_writes_the_same_index(tmp_path: Path) -> None:
     documents = _documents(1500)
     whole, whole_pool = _build(tmp_path / "whole", documents, None)
@@ -69,9 +55,9 @@ def test_a_pool_that_spills_many_times_writes_the_same_index(tmp_path: Path) -> 
     assert spilled_pool.spills >= 10  # ~45,000 postings through a pool of 2,000
     assert spilled_pool.peak_postings <= 2000
     assert whole_pool.peak_postings > 20 * spilled_pool.peak_postings
-    expected = _postings(whole)
+    expected = every_posting(whole)
     assert sum(len(postings) for _, _, postings in expected) > 40_000
-    assert _postings(spilled) == expected
+    assert every_posting(spilled) == expected
     with whole.searcher() as a, spilled.searcher() as b:
         for word in ("w0", "w3", "w150", "w399"):
             hits_a = [(hit["pid"], hit.score) for hit in a.find("body", word, limit=None)]
