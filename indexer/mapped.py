@@ -55,10 +55,14 @@ class ViewReader:
         return bytes(self._view[start:end])
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: len(self._view)}
-        if whence not in base:
+        if whence == io.SEEK_SET:
+            position = offset
+        elif whence == io.SEEK_CUR:
+            position = self._position + offset
+        elif whence == io.SEEK_END:
+            position = len(self._view) + offset
+        else:
             raise ValueError(f"invalid whence ({whence})")
-        position = base[whence] + offset
         if position < 0:
             raise ValueError(f"negative seek position {position}")
         self._position = position

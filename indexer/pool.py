@@ -71,7 +71,8 @@ class BoundedPool(PostingPool):
         weights.append(weight)
         values.append(vbytes)
         self._count += 1
-        self._note_peak()
+        if self._count > self.peak_postings:  # inline: once per posting of every merge
+            self.peak_postings = self._count
         if self._count >= self.max_postings:
             self.save()
 
