@@ -315,6 +315,31 @@ async def test_tcp_nodelay_is_set_on_accepted_connections(nursery, tls_context):
     assert seen == [1]
 
 
+def _first_byte_seconds(address: tuple[str, int], line: bytes) -> float:
+    """Time from sending the request to the reply's first byte, for a client that leaves
+    Nagle's algorithm on (Python's ``socket``, as AV-98 and agunua use it)."""
+    context = client_context()
+    with socket.create_connection(address, timeout=5) as raw:
+        assert raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+        with context.wrap_socket(raw) as tls:
+            started = time.perf_counter()
+            tls.sendall(line)
+            tls.recv(1)
+            return time.perf_counter() - started
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_QUICKACK"), reason="Linux TCP option")
+async def test_a_client_with_nagle_on_gets_its_reply_without_a_delayed_ack_stall(
+    nursery, tls_context
+):
+    # The client's request follows its TLS Finished, so Nagle holds it until that is
+    # acknowledged; a server in delayed-ACK mode took 40 ms to, on every request.
+    address = await start(nursery, tls_context)
+    line = url_of(address).encode() + b"\r\n"
+    delays = [await trio.to_thread.run_sync(_first_byte_seconds, address, line) for _ in range(5)]
+    assert sorted(delays)[2] < 0.02, delays
+
+
 async def test_raw_handler_failures_stay_in_their_connection(nursery, tls_context):
     async def handler(stream: trio.SSLStream) -> None:
         line = await stream.receive_some(100)
