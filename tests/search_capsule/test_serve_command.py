@@ -53,9 +53,9 @@ def fingerprint_of(path: Path) -> str:
     return certificate_facts(der).fingerprint_sha256
 
 
-def fetch(port: int, url: str, sni: str = "localhost"):
+def fetch(port: int, url: str, sni: str = "localhost", timeout: float = 5.0):
     line = url.encode() + b"\r\n"
-    return trio.run(lambda: exchange(("127.0.0.1", port), line, sni=sni))
+    return trio.run(lambda: exchange(("127.0.0.1", port), line, sni=sni, timeout=timeout))
 
 
 def test_serve_generates_a_certificate_once_and_reuses_it(tmp_path):
@@ -152,12 +152,16 @@ def test_processes_share_the_port_and_a_dead_one_is_replaced(tmp_path):
     process, port, _ = start_serve(tmp_path, "--processes", "2")
     try:
         workers = wait_for_children(process.pid, 2)
-        # A stopped process accepts nothing: the other one answers every request.
+        # A stopped process accepts nothing: the other one answers every request. The banner
+        # means both children started, not that both listen: on a loaded machine one may still
+        # be opening its index, so the first reply may take a few seconds (a connection the
+        # stopped process took would never be answered, however long we wait).
         paused, other = sorted(workers)
         os.kill(paused, signal.SIGSTOP)
         try:
             for _ in range(6):
-                assert check(fetch(port, f"gemini://localhost:{port}/about")).status == 20
+                reply = fetch(port, f"gemini://localhost:{port}/about", timeout=30.0)
+                assert check(reply).status == 20
         finally:
             os.kill(paused, signal.SIGCONT)
         # A killed process is replaced; the survivor keeps answering meanwhile.
@@ -165,9 +169,10 @@ def test_processes_share_the_port_and_a_dead_one_is_replaced(tmp_path):
         assert check(fetch(port, f"gemini://localhost:{port}/")).status == 20
         replaced = wait_for_children(process.pid, 2, gone=paused)
         assert other in replaced
-        os.kill(other, signal.SIGSTOP)  # now only the replacement can answer
+        os.kill(other, signal.SIGSTOP)  # only the replacement (perhaps starting) answers
         try:
-            assert check(fetch(port, f"gemini://localhost:{port}/about")).status == 20
+            reply = fetch(port, f"gemini://localhost:{port}/about", timeout=30.0)
+            assert check(reply).status == 20
         finally:
             os.kill(other, signal.SIGCONT)
     finally:
