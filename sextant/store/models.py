@@ -197,6 +197,10 @@ class FrontierEntry(Base):
 
 class Link(Base):
     __tablename__ = "links"
+    # Backlinks select by target URL (links to other schemes and to pages gone from the
+    # store have no target_id); without this each backlinks page read every link. A hash
+    # index on PostgreSQL, whose B-tree entries cannot hold a 2,048-character link.
+    __table_args__ = (Index("ix_links_target_url", "target_url", postgresql_using="hash"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     source_id: Mapped[int] = mapped_column(ForeignKey("pages.id", ondelete="CASCADE"), index=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from search_capsule import store_views
@@ -89,6 +89,20 @@ def test_backlinks_of_unknown_and_other_scheme_urls(session):
     web = store_views.backlinks(session, "https://example.org/")
     assert not web.known
     assert [b.source_url for b in web.other_capsules] == [space.ALPHA]
+
+
+def test_backlinks_find_links_by_target_url_through_an_index(session):
+    # Without ix_links_target_url every backlinks page scanned every link of the store
+    # (1.9 s at 345,000 pages), and each URL asked for is a cache miss of its own.
+    if session.bind.dialect.name != "sqlite":
+        pytest.skip("reads SQLite's query plan")
+    plan = session.execute(
+        text("EXPLAIN QUERY PLAN SELECT source_id FROM links WHERE target_url IN (:a, :b)"),
+        {"a": space.ALPHA, "b": "https://example.org/"},
+    ).all()
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "ix_links_target_url" in details, details
+    assert "SCAN links" not in details, details
 
 
 def test_capsule_health(session):
