@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +107,62 @@ def test_a_file_that_is_not_a_database_is_refused_in_one_line(tmp_path: Path) ->
 def test_a_fresh_sqlite_file_is_migrated_on_first_open(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{tmp_path / 'store.db'}")
     assert current_revision(engine) == head_revision(engine)
+
+
+def _hold_first_use_lock(path: Path):
+    """The lock as a sibling process stopped (SIGSTOP) in the middle of its start holds it."""
+    holder = open(f"{path}-first-use.lock", "a")  # noqa: SIM115 - closed by the caller
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another open file: conflicts even in one process
+    return holder
+
+
+def _open_within(db_url: str, busy_timeout: float, seconds: float) -> BaseException | None:
+    """What open_store raised (None: it opened), asserting it returned within ``seconds``
+    (in a thread, so a wait without end fails the test instead of hanging the suite)."""
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            open_store(db_url, busy_timeout=busy_timeout).dispose()
+            outcome.append(None)
+        except BaseException as exc:  # reported to the test below
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"open_store still waiting after {seconds} s"
+    return outcome[0]
+
+
+def test_a_current_store_opens_while_another_process_holds_the_first_use_lock(
+    tmp_path: Path,
+) -> None:
+    # Seen with `sextant serve --processes 2`: one child stopped while it held the lock,
+    # and its sibling never started answering.
+    path = tmp_path / "store.db"
+    open_store(f"sqlite:///{path}").dispose()
+    holder = _hold_first_use_lock(path)
+    try:
+        assert _open_within(f"sqlite:///{path}", busy_timeout=30.0, seconds=3.0) is None
+    finally:
+        holder.close()
+
+
+def test_a_new_store_waits_for_the_first_use_lock_only_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    holder = _hold_first_use_lock(path)
+    try:
+        started = time.monotonic()
+        error = _open_within(f"sqlite:///{path}", busy_timeout=0.3, seconds=3.0)
+        assert time.monotonic() - started >= 0.3
+        assert isinstance(error, StoreUnavailable)
+        assert "first-use.lock for over 0.3 s" in str(error)
+    finally:
+        holder.close()
+    engine = open_store(f"sqlite:///{path}")  # the holder gone, the store is prepared
+    assert current_revision(engine) == head_revision(engine)
+    engine.dispose()
 
 
 def _open_and_report(db_url: str) -> str:

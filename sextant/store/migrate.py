@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import time
 from collections.abc import Iterator
 from importlib.resources import files
 
@@ -18,7 +19,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
-from sextant.errors import StoreError
+from sextant.errors import StoreError, StoreUnavailable
 from sextant.store.engine import BUSY_TIMEOUT, make_engine
 from sextant.store.failures import unavailable_as_store_error
 
@@ -83,15 +84,21 @@ def open_store(db_url: str, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
     :class:`~sextant.errors.StoreUnavailable` rather than a traceback.
     """
     engine = make_engine(db_url, busy_timeout=busy_timeout)
-    with unavailable_as_store_error(), _first_use(engine):
-        if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
-            upgrade(engine)
-        require_current(engine)
+    with unavailable_as_store_error():
+        # A store at head is complete (Alembic moves the revision with each migration's
+        # own commit), so the everyday case takes no lock: a sibling process stopped or
+        # stuck while it held one must not keep this one from starting.
+        if current_revision(engine) == head_revision(engine):
+            return engine
+        with _first_use(engine, timeout=busy_timeout):
+            if engine.dialect.name == "sqlite" and not inspect(engine).get_table_names():
+                upgrade(engine)
+            require_current(engine)
     return engine
 
 
 @contextlib.contextmanager
-def _first_use(engine: Engine) -> Iterator[None]:
+def _first_use(engine: Engine, *, timeout: float) -> Iterator[None]:
     """One process at a time looks at a SQLite file's schema and migrates it if it is new.
 
     `sextant run` and `demo` start the capsule and the crawl at once, and both may find
@@ -99,13 +106,28 @@ def _first_use(engine: Engine) -> Iterator[None]:
     stopped ("at revision 0001, the code expects 0005"; seen in CI). Alembic commits each
     migration on its own, so the schema can be seen half-built; a lock file beside the
     database makes looking and migrating one step (a few milliseconds once it is built).
+    The wait for it is bounded like any wait for another process's lock (``timeout``, the
+    store's busy timeout): a holder that is stopped or hung is reported, not waited for.
     """
     database = engine.url.database
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         yield
         return
-    with open(f"{database}-first-use.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    path = f"{database}-first-use.lock"
+    with open(path, "a") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailable(
+                        f"another process has held {path} for over {timeout:g} s while "
+                        "preparing the store; stop that sextant process (or, if none is "
+                        "running, try again)"
+                    ) from None
+                time.sleep(0.05)
         try:
             yield
         finally:

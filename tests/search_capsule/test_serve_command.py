@@ -152,10 +152,10 @@ def test_processes_share_the_port_and_a_dead_one_is_replaced(tmp_path):
     process, port, _ = start_serve(tmp_path, "--processes", "2")
     try:
         workers = wait_for_children(process.pid, 2)
-        # A stopped process accepts nothing: the other one answers every request. The banner
-        # means both children started, not that both listen: on a loaded machine one may still
-        # be opening its index, so the first reply may take a few seconds (a connection the
-        # stopped process took would never be answered, however long we wait).
+        # A stopped process accepts nothing: the other one answers every request, even when
+        # it was stopped halfway through its own start (it once held the store's first-use
+        # lock then, and its sibling never started: sextant.store.migrate). On a loaded
+        # machine the other may still be opening its index, hence the generous timeout.
         paused, other = sorted(workers)
         os.kill(paused, signal.SIGSTOP)
         try:
