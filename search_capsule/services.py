@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from gemserve.server import Response
 from indexer.budget import DEFAULT_SECONDS
-from search_capsule.cache import TTLCache
+from search_capsule.listing_cache import ListingCache
 from search_capsule.searching import SearchService
 from search_capsule.seeds import DEFAULT_SEED_PORTS
 from search_capsule.throttle import Throttle
@@ -65,7 +65,11 @@ class CapsuleLimits:
     searches_per_client: int = 1
     search_cache_ttl: float = 300.0  # "identical queries within a few minutes"
     search_cache_entries: int = 2048
-    store_cache_ttl: float = 30.0  # listings and statistics change only as the crawler runs
+    # Listings and statistics change only as the crawler runs. Each is fresh for the ttl or
+    # ten times what it took to compute, and served stale for up to store_cache_stale more
+    # while one refresh runs (search_capsule.listing_cache).
+    store_cache_ttl: float = 30.0
+    store_cache_stale: float = 600.0
     store_cache_entries: int = 512
     # Ports the add-seed form accepts (sextant serve --seed-port adds to 1965).
     seed_ports: frozenset[int] = DEFAULT_SEED_PORTS
@@ -85,10 +89,12 @@ class Call:
 class StoreReader:
     """Runs read (and the rare write) functions on the store in worker threads.
 
-    ``cached`` answers repeated questions from a short-lived cache: listings are the same
-    for every visitor until the crawler runs again. A store that cannot answer (locked,
-    unreachable, damaged) raises :class:`~sextant.errors.StoreUnavailable` from here, the
-    one place every store question passes, so no handler needs to know SQLAlchemy's errors.
+    ``cached`` answers repeated questions from a cache kept fresh in the background
+    (:mod:`search_capsule.listing_cache`): listings are the same for every visitor until
+    the crawler runs again, and at full size cost seconds to compute. A store that cannot
+    answer (locked, unreachable, damaged) raises :class:`~sextant.errors.StoreUnavailable`
+    from here, the one place every store question passes, so no handler needs to know
+    SQLAlchemy's errors.
     """
 
     def __init__(self, engine: Engine, limits: CapsuleLimits) -> None:
@@ -96,8 +102,10 @@ class StoreReader:
         self.workers = WorkerThreads(
             limits.store_workers, max_waiting=limits.max_waiting, name="sextant-store"
         )
-        self._cache: TTLCache[Hashable, Any] = TTLCache(
-            max_entries=limits.store_cache_entries, ttl=limits.store_cache_ttl
+        self._cache: ListingCache[Hashable, Any] = ListingCache(
+            max_entries=limits.store_cache_entries,
+            ttl=limits.store_cache_ttl,
+            stale_for=limits.store_cache_stale,
         )
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -105,11 +113,7 @@ class StoreReader:
 
     async def cached(self, function: Callable[..., T], *args: Any) -> T:
         key = (function.__module__, function.__qualname__, args)
-        value = self._cache.get(key)
-        if value is None:
-            value = await self.run(function, *args)
-            self._cache.put(key, value)
-        return cast(T, value)
+        return cast(T, await self._cache.get(key, partial(self.run, function, *args)))
 
     def close(self) -> None:
         """Stop the worker threads, then close the store's connections."""
