@@ -24,6 +24,7 @@ from gemserve.server import ServerLimits, serve
 from indexer.query import open_searcher
 from search_capsule.app import CapsuleApp
 from search_capsule.cache import TTLCache
+from search_capsule.handlers import listings
 from search_capsule.loadshare import LoadShare
 from search_capsule.searching import SearchService
 from search_capsule.services import CapsuleLimits, Services, StoreReader, make_throttle
@@ -213,6 +214,7 @@ async def _serve_until(
             )
             if ready is not None:
                 ready()
+            nursery.start_soon(listings.warm, app.services)
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 from gemserve.server import Response
 from search_capsule import paths, store_views
 from search_capsule.pages import atom, overview
@@ -13,8 +16,37 @@ from sextant import urls
 from sextant.census import census
 from sextant.errors import InvalidURL
 
+log = logging.getLogger(__name__)
+
 BACKLINKS_PROMPT = "URL whose backlinks you want to see"
 CAPSULE_PROMPT = "Host name of the capsule (e.g. example.org or example.org:1966)"
+
+#: The listings every visitor may ask for, the same for all of them (no query).
+WARM_LISTINGS = (
+    census,
+    store_views.newest_pages,
+    store_views.known_hosts,
+    store_views.newest_hosts,
+    store_views.known_feeds,
+)
+
+
+async def warm(services: Services) -> None:
+    """Compute the shared listings once, at start, before a visitor asks for them.
+
+    At 600,000 pages the first front page took a minute of a store thread; without this the
+    first visitors after a restart wait for it. One listing at a time, so that warming takes
+    at most one store thread from the searches that arrive meanwhile. A listing that fails
+    here, whatever the error, is left for the first visitor to compute (and to see the error
+    of): a head start must never stop the server.
+    """
+    started = time.perf_counter()
+    for listing in WARM_LISTINGS:
+        try:
+            await services.store.cached(listing)
+        except Exception as exc:
+            log.warning("could not prepare %s at start: %r", listing.__name__, exc)
+    log.info("listings ready in %.1f s", time.perf_counter() - started)
 
 
 async def home(services: Services, call: Call) -> Response:

@@ -206,3 +206,52 @@ async def test_the_capsules_store_reader_serves_the_last_listing_while_a_slow_qu
     finally:
         gate.set()
         reader.close()
+
+
+async def test_warming_at_start_computes_each_shared_listing_once_for_the_pages(capsule):
+    """After the start's warm-up, the pages drawn from shared listings are served from the
+    cache: the first visitor after a restart does not pay for the census (a minute at
+    600,000 pages)."""
+    from search_capsule import paths
+    from search_capsule.handlers import listings
+
+    cache = capsule.app.services.store._cache
+    await listings.warm(capsule.app.services)
+    assert cache.computed == len(listings.WARM_LISTINGS)
+    misses = cache.misses
+    for path in (
+        paths.HOME,
+        paths.STATISTICS,
+        paths.NEWEST_PAGES,
+        paths.NEWEST_PAGES_ATOM,
+        paths.KNOWN_HOSTS,
+        paths.NEWEST_HOSTS,
+        paths.KNOWN_FEEDS,
+    ):
+        assert (await capsule.client.get(path)).status == 20, path
+    assert cache.misses == misses  # every one of them was ready
+    assert cache.computed == len(listings.WARM_LISTINGS)
+
+
+async def test_a_listing_that_fails_at_start_is_logged_and_the_rest_still_warm(
+    empty_settings, caplog
+):
+    """Warming is a head start, never a reason to stop: a broken store logs a warning for
+    each listing it cannot compute, and the server goes on (the visitor sees the error)."""
+    import sqlite3
+
+    from search_capsule.handlers import listings
+    from search_capsule.server import build_app
+
+    app = build_app(empty_settings)
+    try:
+        connection = sqlite3.connect(empty_settings.data_dir / "sextant.db")
+        connection.execute("DROP TABLE runs")  # the census cannot be taken; the rest can
+        connection.close()
+        with caplog.at_level("INFO", logger=listings.__name__):
+            await listings.warm(app.services)
+        assert "could not prepare census at start" in caplog.text
+        assert "listings ready in" in caplog.text
+        assert app.services.store._cache.computed == len(listings.WARM_LISTINGS) - 1
+    finally:
+        app.close()

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,3 +195,23 @@ def test_ctrl_c_to_the_process_group_stops_every_process(tmp_path):
     assert "Traceback" not in remaining
     for pid in workers:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_serve_prepares_the_listings_as_it_starts(tmp_path):
+    """The production start path warms the shared listings (search_capsule.handlers.listings
+    .warm) and says so under --verbose; the first visitor then finds them computed."""
+    process, port, _ = start_serve(tmp_path, "--processes", "1", "--verbose")
+    watchdog = threading.Timer(30, process.kill)  # a line that never comes fails, not hangs
+    watchdog.start()
+    try:
+        assert process.stdout is not None
+        output = ""
+        while "listings ready in" not in output:
+            line = process.stdout.readline()
+            assert line, f"serve exited without preparing the listings:\n{output}"
+            output += line
+        assert "could not prepare" not in output
+        assert check(fetch(port, f"gemini://localhost:{port}/")).status == 20
+    finally:
+        watchdog.cancel()
+        stop(process)
