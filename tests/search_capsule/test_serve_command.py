@@ -31,15 +31,21 @@ def start_serve(data_dir: Path, *args: str) -> tuple[subprocess.Popen[str], int,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stdout is not None
-    output = ""
-    while "SHA-256 fingerprint" not in output:
-        line = process.stdout.readline()
-        assert line, f"serve exited ({process.wait()}):\n{output}"
-        output += line
+    output = read_until(process, "SHA-256 fingerprint")
     port = int(re.search(r"listening on 127\.0\.0\.1 port (\d+)", output).group(1))
     fingerprint = re.search(r"SHA-256 fingerprint: ([0-9a-f]{64})", output).group(1)
     return process, port, fingerprint
+
+
+def read_until(process: subprocess.Popen[str], text: str) -> str:
+    """What the process printed up to the first line holding ``text``."""
+    assert process.stdout is not None
+    output = ""
+    while text not in output:
+        line = process.stdout.readline()
+        assert line, f"serve exited ({process.wait()}) before {text!r}:\n{output}"
+        output += line
+    return output
 
 
 def stop(process: subprocess.Popen[str]) -> str:
@@ -204,13 +210,7 @@ def test_serve_prepares_the_listings_as_it_starts(tmp_path):
     watchdog = threading.Timer(30, process.kill)  # a line that never comes fails, not hangs
     watchdog.start()
     try:
-        assert process.stdout is not None
-        output = ""
-        while "listings ready in" not in output:
-            line = process.stdout.readline()
-            assert line, f"serve exited without preparing the listings:\n{output}"
-            output += line
-        assert "could not prepare" not in output
+        assert "could not prepare" not in read_until(process, "listings ready in")
         assert check(fetch(port, f"gemini://localhost:{port}/")).status == 20
     finally:
         watchdog.cancel()
