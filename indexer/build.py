@@ -366,6 +366,13 @@ def _incremental(
     ):
         return _full_build(index_dir, engine, db_url, options)
 
+    # Link analysis before the writer: its arrays are freed before the posting pool fills,
+    # where after it they came on top of what the pool left behind (the run's peak at
+    # 200,000 pages: 438 MB after, 298 MB before). The scores describe the store as of
+    # this run either way.
+    rank_clock = time.perf_counter()
+    scores = _compute_scores(engine)
+    rank_clock = time.perf_counter() - rank_clock
     vocabulary = Vocabulary.load(generation)
     writer = TunedSegmentWriter(ix, limitmb=limitmb)
     count = 0
@@ -388,9 +395,6 @@ def _incremental(
     except BaseException:
         writer.cancel()
         raise
-    rank_clock = time.perf_counter()
-    scores = _compute_scores(engine)
-    rank_clock = time.perf_counter() - rank_clock
     scores.save(generation)
     vocabulary.save(generation)
     location.write_state(

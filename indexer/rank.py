@@ -47,13 +47,14 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Any
 
 import numpy
 from sqlalchemy import Connection, distinct, func, select
 from sqlalchemy.orm import aliased
 
+from sextant.graph.rows import chunks, int_column, join
 from sextant.pagerank import pagerank
 from sextant.store.models import Link, Page
 from sextant.store.redirects import permanent_redirects
@@ -90,50 +91,43 @@ def load_graph(
     hub_min_capsules: int = HUB_MIN_CAPSULES,
     hub_weight: float = HUB_WEIGHT,
 ) -> LinkGraph:
-    """Read pages and links from the store and weigh the links by the rules above."""
-    pages = connection.execute(
-        select(Page.id, Page.scope, Page.state, Page.url, Page.redirect_target).where(
-            Page.state.in_((*INDEXED_STATES, "redirect"))
-        )
-    ).all()
-    scope_numbers: dict[str, int] = {}
-    indexed = sorted(
-        (row.id, scope_numbers.setdefault(row.scope, len(scope_numbers)))
-        for row in pages
-        if row.state in INDEXED_STATES
-    )
-    page_ids = numpy.asarray([page_id for page_id, _ in indexed], dtype=numpy.int64)
-    scopes = numpy.asarray([scope for _, scope in indexed], dtype=numpy.int64)
+    """Read pages and links from the store and weigh the links by the rules above.
+
+    Everything is read in chunks into arrays (:mod:`sextant.graph.rows`): at 553,014 pages
+    and 2.9 million links the pages as rows, URLs and all, and a URL → id dictionary made
+    this the largest process of a full index (891 MB).
+    """
+    page_ids, scopes = _indexed_pages(connection)
     # A link to a redirect counts for the page the redirect leads to (one hop, or to the
     # end of a chain of permanent ones).
-    url_to_id = {row.url: row.id for row in pages if row.state in INDEXED_STATES}
-    redirect_to = {
-        row.id: url_to_id[row.redirect_target]
-        for row in pages
-        if row.state == "redirect" and row.redirect_target in url_to_id
-    }
+    redirect_to = _redirects(connection)
     redirect_to.update(permanent_redirects(connection).target_of)
-    linked = Link.target_id.is_not(None)
-    sources = _column(connection, select(Link.source_id).where(linked).order_by(Link.id))
-    targets = _column(connection, select(Link.target_id).where(linked).order_by(Link.id))
+    sources, targets = _links(connection)
     if redirect_to:
-        redirected = numpy.asarray(list(redirect_to), dtype=numpy.int64)
-        destinations = numpy.asarray(list(redirect_to.values()), dtype=numpy.int64)
+        redirected = numpy.fromiter(redirect_to, numpy.int64, len(redirect_to))
+        destinations = numpy.fromiter(redirect_to.values(), numpy.int64, len(redirect_to))
         order = numpy.argsort(redirected)
         at = _node_numbers(redirected[order], targets)
         targets = numpy.where(at >= 0, destinations[order][at], targets)
     src = _node_numbers(page_ids, sources)
     dst = _node_numbers(page_ids, targets)
+    del sources, targets
     keep = (src >= 0) & (dst >= 0) & (src != dst)
-    edges = numpy.unique(numpy.stack([src[keep], dst[keep]], axis=1), axis=0)
+    # Distinct pairs as one number each: a 1-D unique sorts one array, where unique over
+    # the rows of an (m, 2) array made several copies of it.
+    n = max(len(page_ids), 1)
+    pairs = numpy.unique(src[keep] * n + dst[keep])
+    del src, dst, keep
+    edges = numpy.stack([pairs // n, pairs % n], axis=1)
+    del pairs
     hubs = numpy.zeros(len(page_ids), dtype=bool)
     hub_nodes = _node_numbers(page_ids, hub_pages(connection, hub_min_capsules))
     hubs[hub_nodes[hub_nodes >= 0]] = True
     # A page's vote is split over all of its links, also those to pages that are not indexed
     # (not crawled yet, gone, other schemes): their share is lost, like a real surfer's click.
     by_source = select(Link.source_id).group_by(Link.source_id).order_by(Link.source_id)
-    degree_sources = _column(connection, by_source)
-    degrees = _column(
+    degree_sources = int_column(connection, by_source)
+    degrees = int_column(
         connection, by_source.with_only_columns(func.count(distinct(Link.target_url)))
     )
     degree_nodes = _node_numbers(page_ids, degree_sources)
@@ -151,6 +145,44 @@ def load_graph(
     )
 
 
+def _indexed_pages(connection: Connection) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """Ids (ascending) of the indexed pages and a capsule number for each."""
+    numbers: dict[str, int] = {}
+    ids: list[numpy.ndarray] = []
+    scopes: list[numpy.ndarray] = []
+    statement = select(Page.id, Page.scope).where(Page.state.in_(INDEXED_STATES)).order_by(Page.id)
+    for rows in chunks(connection, statement):
+        ids.append(numpy.fromiter((row[0] for row in rows), numpy.int64, len(rows)))
+        scope_numbers = (numbers.setdefault(row[1], len(numbers)) for row in rows)
+        scopes.append(numpy.fromiter(scope_numbers, numpy.int64, len(rows)))
+    return join(ids, numpy.int64), join(scopes, numpy.int64)
+
+
+def _redirects(connection: Connection) -> dict[int, int]:
+    """Redirecting page id → the indexed page its target URL names, matched in the store
+    (by the unique index on URLs) rather than through every URL in memory."""
+    source = aliased(Page)
+    target = aliased(Page)
+    query = (
+        select(source.id, target.id)
+        .join(target, target.url == source.redirect_target)
+        .where(source.state == "redirect", target.state.in_(INDEXED_STATES))
+    )
+    return {int(page_id): int(to) for page_id, to in connection.execute(query)}
+
+
+def _links(connection: Connection) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """Source and target page ids of every link to a known page, read in chunks."""
+    statement = select(Link.source_id, Link.target_id).where(Link.target_id.is_not(None))
+    sources: list[numpy.ndarray] = []
+    targets: list[numpy.ndarray] = []
+    for rows in chunks(connection, statement):
+        pairs = numpy.fromiter(chain.from_iterable(rows), numpy.int64, 2 * len(rows))
+        sources.append(pairs[0::2].copy())
+        targets.append(pairs[1::2].copy())
+    return join(sources, numpy.int64), join(targets, numpy.int64)
+
+
 def hub_pages(connection: Connection, min_capsules: int = HUB_MIN_CAPSULES) -> numpy.ndarray:
     """Pages linking to at least ``min_capsules`` other capsules, counted over every known
     target (fetched or not): a directory is a directory before its entries are crawled."""
@@ -166,12 +198,6 @@ def hub_pages(connection: Connection, min_capsules: int = HUB_MIN_CAPSULES) -> n
         .having(reached >= min_capsules)
     )
     return numpy.asarray(connection.scalars(query).all(), dtype=numpy.int64)
-
-
-def _column(connection: Connection, query: Any) -> numpy.ndarray:
-    """One integer column as a numpy array. (A list of SQLAlchemy rows handed to numpy costs
-    seconds per million: numpy probes every row object for array interfaces.)"""
-    return numpy.fromiter(connection.scalars(query), dtype=numpy.int64)
 
 
 def _node_numbers(page_ids: numpy.ndarray, ids: numpy.ndarray) -> numpy.ndarray:

@@ -134,3 +134,39 @@ def test_a_url_redirected_to_from_everywhere_lists_a_bounded_number(engine):
         found = redirected_to(session, BASE + "home")
     assert len(found) == MAX_REDIRECTED
     assert len(set(found)) == MAX_REDIRECTED
+
+
+def test_a_link_to_a_temporary_redirect_counts_for_the_page_it_leads_to(engine):
+    ids = add(
+        engine,
+        {
+            "home": ("ok", 20, None),
+            "reader": ("ok", 20, None),
+            "for-now": ("redirect", 30, "home"),
+            "nowhere": ("redirect", 30, "not-crawled"),  # its target is no page: no credit
+        },
+    )
+    now = utcnow()
+    with engine.begin() as conn:
+        conn.execute(
+            insert(Link),
+            [
+                {
+                    "source_id": ids["reader"],
+                    "target_url": BASE + path,
+                    "target_id": ids[path],
+                    "target_scheme": "gemini",
+                    "label": path,
+                    "position": position,
+                    "cross_capsule": False,
+                    "first_seen_at": now,
+                }
+                for position, path in enumerate(("for-now", "nowhere"))
+            ],
+        )
+        graph = load_graph(conn)
+    nodes = {int(page_id): node for node, page_id in enumerate(graph.page_ids)}
+    assert sorted(nodes) == sorted([ids["home"], ids["reader"]])  # redirects are no nodes
+    sink = len(graph.page_ids)
+    from_reader = graph.sources == nodes[ids["reader"]]
+    assert sorted(graph.targets[from_reader].tolist()) == [nodes[ids["home"]], sink]

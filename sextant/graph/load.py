@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sextant.graph.researcher import LeftOut, left_out
-from sextant.graph.rows import AnySelect, chunks
+from sextant.graph.rows import chunks, int_column, join
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
 from sextant.urls import DEFAULT_PORT
 
@@ -76,7 +76,7 @@ def load_graph(session: Session, left: LeftOut | None = None) -> LinkGraph:
     census needs it too); otherwise it is judged here.
     """
     left = left if left is not None else left_out(session)
-    capsule_ids = _int_column(session, select(Capsule.id).order_by(Capsule.id))
+    capsule_ids = int_column(session, select(Capsule.id).order_by(Capsule.id))
     capsule_ids = capsule_ids[~numpy.isin(capsule_ids, left.capsule_ids)]
     page_ids, capsule_of, states = _pages(session)
     keep = ~numpy.isin(page_ids, left.page_ids)
@@ -114,11 +114,11 @@ def seed_nodes(session: Session, graph: LinkGraph) -> numpy.ndarray:
     """
     ids = numpy.concatenate(
         [
-            _int_column(session, select(Page.id).where(Page.depth == 0)),
-            _int_column(
+            int_column(session, select(Page.id).where(Page.depth == 0)),
+            int_column(
                 session, select(FrontierEntry.page_id).where(FrontierEntry.reason == "seed")
             ),
-            _int_column(session, select(Page.id).join(SeedRequest, SeedRequest.url == Page.url)),
+            int_column(session, select(Page.id).join(SeedRequest, SeedRequest.url == Page.url)),
         ]
     )
     return numpy.unique(graph.node_numbers(ids))
@@ -135,7 +135,7 @@ def _pages(session: Session) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarra
         capsules.append(numpy.fromiter((row[1] for row in rows), numpy.int64, len(rows)))
         codes = (_STATE_CODES.get(row[2], other) for row in rows)
         states.append(numpy.fromiter(codes, numpy.int8, len(rows)))
-    return _join(ids, numpy.int64), _join(capsules, numpy.int64), _join(states, numpy.int8)
+    return join(ids, numpy.int64), join(capsules, numpy.int64), join(states, numpy.int8)
 
 
 def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, numpy.ndarray]:
@@ -152,7 +152,7 @@ def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, nu
         keep = src_known & dst_known
         sources.append(src[keep].astype(numpy.int32))
         targets.append(dst[keep].astype(numpy.int32))
-    return _join(sources, numpy.int32), _join(targets, numpy.int32)
+    return join(sources, numpy.int32), join(targets, numpy.int32)
 
 
 def _lookup(sorted_ids: numpy.ndarray, ids: numpy.ndarray) -> tuple[numpy.ndarray, numpy.ndarray]:
@@ -162,15 +162,3 @@ def _lookup(sorted_ids: numpy.ndarray, ids: numpy.ndarray) -> tuple[numpy.ndarra
     known = numpy.zeros(ids.size, dtype=bool)
     known[inside] = sorted_ids[where[inside]] == ids[inside]
     return where, known
-
-
-def _int_column(session: Session, statement: AnySelect) -> numpy.ndarray:
-    parts = [
-        numpy.fromiter((row[0] for row in rows), numpy.int64, len(rows))
-        for rows in chunks(session, statement)
-    ]
-    return _join(parts, numpy.int64)
-
-
-def _join(parts: list[numpy.ndarray], dtype: type) -> numpy.ndarray:
-    return numpy.concatenate(parts).astype(dtype, copy=False) if parts else numpy.empty(0, dtype)
