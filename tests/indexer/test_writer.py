@@ -72,3 +72,33 @@ def test_text_postings_keep_frequencies_as_weights_without_values(tmp_path: Path
             matcher = reader.postings(field, term)
             assert (matcher.weight(), matcher.value()) == (frequency, None)
         assert reader.frequency("text", b"fox") == 3.0
+
+
+def test_term_length_bounds_match_whooshs_own_writer(tmp_path: Path) -> None:
+    """The length table the tuned writer reads once per field (``_Lengths``) gives each term
+    the same shortest and longest document lengths as Whoosh's per-posting lookups, which
+    the block-max scoring of searches relies on."""
+    from indexer.writer import codec
+
+    def bounds(directory: Path, tuned: bool) -> dict[tuple[str, bytes], tuple[int, int]]:
+        directory.mkdir()
+        ix = whoosh_index.create_in(str(directory), build_schema())
+        writer = TunedSegmentWriter(ix, limitmb=1) if tuned else SegmentWriter(ix, codec=codec())
+        for document in DOCUMENTS:
+            writer.add_document(**document)
+        writer.commit()
+        with ix.reader() as reader:
+            return {
+                (field, term): (
+                    reader.term_info(field, term).min_length(),
+                    reader.term_info(field, term).max_length(),
+                )
+                for field, term in reader.all_terms()
+                if field in ("text", "title", "headings")
+            }
+
+    ours = bounds(tmp_path / "ours", tuned=True)
+    theirs = bounds(tmp_path / "whoosh", tuned=False)
+    assert len(ours) > 20
+    assert any(longest > 20 for _, longest in ours.values())
+    assert ours == theirs
