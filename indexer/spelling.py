@@ -32,6 +32,12 @@ VOCABULARY_FILE = "vocabulary.tsv"
 #: Words longer than this are not typed by people; they are not suggestion material.
 MAX_WORD_CHARS = 24
 
+#: The most words a vocabulary keeps: the ones in the most documents (English uses about
+#: 170,000). Every distinct word a page writes, junk included, used to be kept, so a crawl's
+#: vocabulary grew without end (a page of random tokens adds a hundred thousand), in every
+#: index worker and in every search process that loads it.
+MAX_WORDS = 200_000
+
 
 def _within(words: list[str], word: str, max_distance: int) -> Iterator[tuple[int, str]]:
     """Words of the sorted list ``words`` within ``max_distance`` edits of ``word`` (same first
@@ -53,37 +59,59 @@ def _within(words: list[str], word: str, max_distance: int) -> Iterator[tuple[in
 
 
 class Vocabulary:
-    """Word → number of documents containing it.
+    """Word → number of documents containing it, for the :data:`MAX_WORDS` commonest words.
 
     Documents are counted by their words as written (:meth:`add`, a C-speed ``Counter``
     update per document); folding and filtering happen once per distinct word, when the
-    counts are first needed.
+    counts are first needed or when ``max_words`` words as written have piled up. Past twice
+    ``max_words`` the rarest words are dropped (a word dropped and seen again starts from
+    one): memory stays under about three times ``max_words`` entries whatever is indexed.
     """
 
-    def __init__(self, counts: Counter[str] | None = None) -> None:
+    def __init__(self, counts: Counter[str] | None = None, *, max_words: int = MAX_WORDS) -> None:
+        self.max_words = max_words
         self._counts: Counter[str] = counts if counts is not None else Counter()
         self._raw: Counter[str] = Counter()
         self._sorted: list[str] | None = None
+        self._trim()
 
     @property
     def counts(self) -> Counter[str]:
-        if self._raw:
-            for word, count in self._raw.items():
-                folded = spelling_word(word)
-                if folded is not None:
-                    self._counts[folded] += count
-            self._raw.clear()
-            self._sorted = None
+        self._fold()
         return self._counts
 
     def add(self, words: Iterable[str]) -> None:
         """Count one document's distinct words (as written)."""
         self._raw.update(words)
+        if len(self._raw) >= self.max_words:
+            self._fold()
 
     def merge(self, other: Counter[str]) -> None:
         """Add counts of folded words (another worker's :attr:`counts`)."""
         self.counts.update(other)
         self._sorted = None
+        self._trim()
+
+    def _fold(self) -> None:
+        """Move the words as written into the folded counts (then trim those)."""
+        if not self._raw:
+            return
+        for word, count in self._raw.items():
+            folded = spelling_word(word)
+            if folded is not None:
+                self._counts[folded] += count
+        self._raw.clear()
+        self._sorted = None
+        self._trim()
+
+    def _trim(self) -> None:
+        if len(self._counts) > 2 * self.max_words:
+            self._keep_commonest()
+
+    def _keep_commonest(self) -> None:
+        if len(self._counts) > self.max_words:
+            self._counts = Counter(dict(self._counts.most_common(self.max_words)))
+            self._sorted = None
 
     def __contains__(self, word: str) -> bool:
         return word in self.counts
@@ -108,24 +136,34 @@ class Vocabulary:
         return None if best is None else best[2]
 
     def save(self, directory: Path) -> None:
+        """Write the commonest :attr:`max_words` words, in alphabetical order."""
+        self._fold()
+        self._keep_commonest()
         fd, temp = tempfile.mkstemp(dir=directory, prefix=".vocabulary-")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                for word in sorted(self.counts):
-                    handle.write(f"{word}\t{self.counts[word]}\n")
+                for word in sorted(self._counts):
+                    handle.write(f"{word}\t{self._counts[word]}\n")
             os.replace(temp, directory / VOCABULARY_FILE)
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
 
     @classmethod
-    def load(cls, directory: Path) -> Vocabulary:
-        counts: Counter[str] = Counter()
+    def load(cls, directory: Path, *, max_words: int = MAX_WORDS) -> Vocabulary:
+        """Read a saved vocabulary; one saved by a version without the bound is trimmed as
+        it is read, so loading it never holds all of it."""
+        vocabulary = cls(max_words=max_words)
         path = directory / VOCABULARY_FILE
         if path.exists():
+            counts = vocabulary._counts
             with open(path, encoding="utf-8") as handle:
                 for line in handle:
                     word, _, count = line.rstrip("\n").partition("\t")
                     if word and count.isdigit():
                         counts[word] = int(count)
-        return cls(counts)
+                        if len(counts) > 2 * max_words:
+                            vocabulary._keep_commonest()
+                            counts = vocabulary._counts
+            vocabulary._keep_commonest()
+        return vocabulary
