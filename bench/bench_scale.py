@@ -171,6 +171,7 @@ def capsule_load(data_dir: Path, words: list[str]) -> dict[str, float]:
         "capsule c16 failed": float(sum(outcome["failures"].values())),
         "capsule server CPU ms/request": 1000 * outcome["server cpu"] / outcome["requests"],
         "capsule peak PSS MB (all processes)": peak.peak_mb,
+        "capsule peak anonymous PSS MB (all processes)": peak.peak_anonymous_mb,
     }
 
 
@@ -318,6 +319,7 @@ def run(
             figures[f"{stage.name} CPU s"] = stage.cpu
             figures[f"{stage.name} peak RSS MB"] = stage.peak_rss_mb
             figures[f"{stage.name} peak tree PSS MB"] = stage.peak_tree_mb
+            figures[f"{stage.name} peak tree anonymous PSS MB"] = stage.peak_tree_anonymous_mb
         print_table(pages, stages, figures)
         if keep is not None:  # for comparing sizes later
             (root / "figures.json").write_text(json.dumps(figures, indent=1))
@@ -358,15 +360,16 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         f"fetched; times also projected linearly to {FULL_PAGES:,})\n"
     )
     print(
-        "| stage | wall s | CPU s | peak RSS MB (largest) / PSS MB (tree) | ms CPU per page "
-        "| wall at 600k, min |"
+        "| stage | wall s | CPU s | peak RSS MB (largest) / PSS MB (tree) / anonymous PSS MB "
+        "(tree) | ms CPU per page | wall at 600k, min |"
     )
     print("|---|---|---|---|---|---|")
     for stage in stages:
         per_page = 1000 * stage.cpu / max(figures["pages fetched"], 1)
         print(
             f"| {stage.name} | {stage.seconds:,.1f} | {stage.cpu:,.1f} | "
-            f"{stage.peak_rss_mb:,.0f} / {stage.peak_tree_mb:,.0f} | {per_page:.2f} | "
+            f"{stage.peak_rss_mb:,.0f} / {stage.peak_tree_mb:,.0f} / "
+            f"{stage.peak_tree_anonymous_mb:,.0f} | {per_page:.2f} | "
             f"{stage.seconds * scale / 60:,.1f} |"
         )
     full, incremental = figures["index (full) s"], figures["index (1% changed) s"]
@@ -428,6 +431,7 @@ def print_table(pages: int, stages: list[StageRun], figures: dict[str, Any]) -> 
         "capsule c16 failed",
         "capsule server CPU ms/request",
         "capsule peak PSS MB (all processes)",
+        "capsule peak anonymous PSS MB (all processes)",
         "incremental pages changed",
         "incremental pages indexed",
     ):

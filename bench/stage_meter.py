@@ -27,6 +27,7 @@ class StageRun:
     cpu: float
     peak_rss_mb: float  # the largest single process's own high-water mark, sampled
     peak_tree_mb: float  # the process tree's PSS added up, sampled
+    peak_tree_anonymous_mb: float  # the anonymous part of it (not mapped files), sampled
     returncode: int
     stdout: str
 
@@ -52,21 +53,23 @@ def tree_pids(root: int) -> list[int]:
     return tree
 
 
-def tree_pss_mb(roots: list[int]) -> float:
-    """The trees' proportional set size: pages shared between processes (the index files
-    every capsule process maps, a forked parent's memory) are counted once, not per
-    process as adding RSS would."""
-    total_kb = 0
+def tree_pss_mb(roots: list[int]) -> tuple[float, float]:
+    """The trees' proportional set size, and the anonymous part of it: pages shared between
+    processes (the index files every capsule process maps, a forked parent's memory) are
+    counted once, not per process as adding RSS would. The rest of the total is file pages
+    mapped (the index, the store): page cache the kernel may drop and read again, where
+    anonymous memory is what the processes themselves hold."""
+    total_kb = anonymous_kb = 0
     for root in roots:
         for pid in tree_pids(root):
             try:
                 with open(f"/proc/{pid}/smaps_rollup") as rollup:
-                    total_kb += next(
-                        int(line.split()[1]) for line in rollup if line.startswith("Pss:")
-                    )
-            except (OSError, IndexError, ValueError, StopIteration):
+                    fields = dict(line.split()[:2] for line in rollup if line.startswith("Pss"))
+                total_kb += int(fields["Pss:"])
+                anonymous_kb += int(fields.get("Pss_Anon:", fields["Pss:"]))
+            except (OSError, KeyError, ValueError):
                 continue
-    return total_kb / 1024
+    return total_kb / 1024, anonymous_kb / 1024
 
 
 class TreePeak:
@@ -75,6 +78,7 @@ class TreePeak:
 
     def __init__(self, roots: Callable[[], list[int]], every: float = 0.25) -> None:
         self.peak_mb = 0.0
+        self.peak_anonymous_mb = 0.0
         self.largest_process_mb = 0.0
         self._roots = roots
         self._every = every
@@ -92,7 +96,9 @@ class TreePeak:
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             roots = self._roots()
-            self.peak_mb = max(self.peak_mb, tree_pss_mb(roots))
+            total, anonymous = tree_pss_mb(roots)
+            self.peak_mb = max(self.peak_mb, total)
+            self.peak_anonymous_mb = max(self.peak_anonymous_mb, anonymous)
             for root in roots:
                 for pid in tree_pids(root):
                     mark = high_water_mb(pid)
@@ -119,6 +125,7 @@ def run_stage(name: str, command: list[str], cwd: Path) -> StageRun:
         cpu=usage.ru_utime + usage.ru_stime,
         peak_rss_mb=peak.largest_process_mb,
         peak_tree_mb=peak.peak_mb,
+        peak_tree_anonymous_mb=peak.peak_anonymous_mb,
         returncode=process.returncode,
         stdout="".join(output),
     )
