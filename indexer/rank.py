@@ -47,14 +47,13 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 
 import numpy
 from sqlalchemy import Connection, distinct, func, select
 from sqlalchemy.orm import aliased
 
-from sextant.graph.rows import chunks, int_column, join
+from sextant.graph.rows import chunks, int_column, int_pairs, join
 from sextant.pagerank import pagerank
 from sextant.store.models import Link, Page
 from sextant.store.redirects import permanent_redirects
@@ -176,10 +175,9 @@ def _links(connection: Connection) -> tuple[numpy.ndarray, numpy.ndarray]:
     statement = select(Link.source_id, Link.target_id).where(Link.target_id.is_not(None))
     sources: list[numpy.ndarray] = []
     targets: list[numpy.ndarray] = []
-    for rows in chunks(connection, statement):
-        pairs = numpy.fromiter(chain.from_iterable(rows), numpy.int64, 2 * len(rows))
-        sources.append(pairs[0::2].copy())
-        targets.append(pairs[1::2].copy())
+    for source_ids, target_ids in int_pairs(connection, statement):
+        sources.append(source_ids)
+        targets.append(target_ids)
     return join(sources, numpy.int64), join(targets, numpy.int64)
 
 

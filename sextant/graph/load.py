@@ -17,14 +17,13 @@ says nothing about its standing, and PageRank would reward it. Duplicate links s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain
 
 import numpy
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sextant.graph.researcher import LeftOut, left_out
-from sextant.graph.rows import chunks, int_column, join
+from sextant.graph.rows import chunks, int_column, int_pairs, join
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
 from sextant.urls import DEFAULT_PORT
 
@@ -144,10 +143,9 @@ def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, nu
     )
     sources: list[numpy.ndarray] = []
     targets: list[numpy.ndarray] = []
-    for rows in chunks(session, statement):
-        pairs = numpy.fromiter(chain.from_iterable(rows), numpy.int64, 2 * len(rows))
-        src, src_known = _lookup(page_ids, pairs[0::2])
-        dst, dst_known = _lookup(page_ids, pairs[1::2])
+    for source_ids, target_ids in int_pairs(session, statement):
+        src, src_known = _lookup(page_ids, source_ids)
+        dst, dst_known = _lookup(page_ids, target_ids)
         # A link to a page added after the pages were read would point nowhere: skip it.
         keep = src_known & dst_known
         sources.append(src[keep].astype(numpy.int32))

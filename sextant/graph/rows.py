@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy
@@ -37,6 +38,16 @@ def int_column(reader: Session | Connection, statement: AnySelect) -> numpy.ndar
         for rows in chunks(reader, statement)
     ]
     return join(parts, numpy.int64)
+
+
+def int_pairs(
+    reader: Session | Connection, statement: AnySelect
+) -> Iterator[tuple[numpy.ndarray, numpy.ndarray]]:
+    """The two integer columns of ``statement``, as a pair of int64 arrays per chunk of rows
+    (views of one array the chunk is read into)."""
+    for rows in chunks(reader, statement):
+        pairs = numpy.fromiter(chain.from_iterable(rows), numpy.int64, 2 * len(rows))
+        yield pairs[0::2], pairs[1::2]
 
 
 def join(parts: list[numpy.ndarray], dtype: type) -> numpy.ndarray:
