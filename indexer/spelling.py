@@ -68,12 +68,11 @@ class Vocabulary:
     one): memory stays under about three times ``max_words`` entries whatever is indexed.
     """
 
-    def __init__(self, counts: Counter[str] | None = None, *, max_words: int = MAX_WORDS) -> None:
+    def __init__(self, *, max_words: int = MAX_WORDS) -> None:
         self.max_words = max_words
-        self._counts: Counter[str] = counts if counts is not None else Counter()
+        self._counts: Counter[str] = Counter()
         self._raw: Counter[str] = Counter()
         self._sorted: list[str] | None = None
-        self._trim()
 
     @property
     def counts(self) -> Counter[str]:
@@ -156,14 +155,11 @@ class Vocabulary:
         vocabulary = cls(max_words=max_words)
         path = directory / VOCABULARY_FILE
         if path.exists():
-            counts = vocabulary._counts
             with open(path, encoding="utf-8") as handle:
                 for line in handle:
                     word, _, count = line.rstrip("\n").partition("\t")
                     if word and count.isdigit():
-                        counts[word] = int(count)
-                        if len(counts) > 2 * max_words:
-                            vocabulary._keep_commonest()
-                            counts = vocabulary._counts
+                        vocabulary._counts[word] = int(count)
+                        vocabulary._trim()
             vocabulary._keep_commonest()
         return vocabulary
