@@ -53,6 +53,7 @@ import numpy
 from sqlalchemy import Connection, distinct, func, select
 from sqlalchemy.orm import aliased
 
+from sextant.graph.numbering import node_numbers
 from sextant.graph.rows import chunks, int_column, int_pairs, join
 from sextant.pagerank import pagerank
 from sextant.store.models import Link, Page
@@ -106,10 +107,10 @@ def load_graph(
         redirected = numpy.fromiter(redirect_to, numpy.int64, len(redirect_to))
         destinations = numpy.fromiter(redirect_to.values(), numpy.int64, len(redirect_to))
         order = numpy.argsort(redirected)
-        at = _node_numbers(redirected[order], targets)
+        at = node_numbers(redirected[order], targets)
         targets = numpy.where(at >= 0, destinations[order][at], targets)
-    src = _node_numbers(page_ids, sources)
-    dst = _node_numbers(page_ids, targets)
+    src = node_numbers(page_ids, sources)
+    dst = node_numbers(page_ids, targets)
     del sources, targets
     keep = (src >= 0) & (dst >= 0) & (src != dst)
     # Distinct pairs as one number each: a 1-D unique sorts one array, where unique over
@@ -120,7 +121,7 @@ def load_graph(
     edges = numpy.stack([pairs // n, pairs % n], axis=1)
     del pairs
     hubs = numpy.zeros(len(page_ids), dtype=bool)
-    hub_nodes = _node_numbers(page_ids, hub_pages(connection, hub_min_capsules))
+    hub_nodes = node_numbers(page_ids, hub_pages(connection, hub_min_capsules))
     hubs[hub_nodes[hub_nodes >= 0]] = True
     # A page's vote is split over all of its links, also those to pages that are not indexed
     # (not crawled yet, gone, other schemes): their share is lost, like a real surfer's click.
@@ -129,7 +130,7 @@ def load_graph(
     degrees = int_column(
         connection, by_source.with_only_columns(func.count(distinct(Link.target_url)))
     )
-    degree_nodes = _node_numbers(page_ids, degree_sources)
+    degree_nodes = node_numbers(page_ids, degree_sources)
     out_links = numpy.zeros(len(page_ids))
     found = degree_nodes >= 0
     out_links[degree_nodes[found]] = degrees[found]
@@ -196,15 +197,6 @@ def hub_pages(connection: Connection, min_capsules: int = HUB_MIN_CAPSULES) -> n
         .having(reached >= min_capsules)
     )
     return numpy.asarray(connection.scalars(query).all(), dtype=numpy.int64)
-
-
-def _node_numbers(page_ids: numpy.ndarray, ids: numpy.ndarray) -> numpy.ndarray:
-    """Node number of each page id, -1 for ids that are not nodes."""
-    if len(page_ids) == 0:
-        return numpy.full(len(ids), -1, dtype=numpy.int64)
-    at = numpy.searchsorted(page_ids, ids)
-    at_clipped = numpy.minimum(at, len(page_ids) - 1)
-    return numpy.where(page_ids[at_clipped] == ids, at_clipped, -1)
 
 
 def weigh_edges(

@@ -22,6 +22,7 @@ import numpy
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from sextant.graph.numbering import node_numbers
 from sextant.graph.researcher import LeftOut, left_out
 from sextant.graph.rows import chunks, int_column, int_pairs, join
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
@@ -56,8 +57,8 @@ class LinkGraph:
 
     def node_numbers(self, page_ids: numpy.ndarray) -> numpy.ndarray:
         """Node numbers of the given page ids; ids that are not in the graph are dropped."""
-        where, known = _lookup(self.page_ids, numpy.asarray(page_ids, dtype=numpy.int64))
-        return where[known].astype(numpy.int32)
+        where = node_numbers(self.page_ids, numpy.asarray(page_ids, dtype=numpy.int64))
+        return where[where >= 0].astype(numpy.int32)
 
     def capsule_links(self) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
         """Links between different capsules, one edge per ordered pair, weighted by count."""
@@ -144,19 +145,10 @@ def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, nu
     sources: list[numpy.ndarray] = []
     targets: list[numpy.ndarray] = []
     for source_ids, target_ids in int_pairs(session, statement):
-        src, src_known = _lookup(page_ids, source_ids)
-        dst, dst_known = _lookup(page_ids, target_ids)
+        src = node_numbers(page_ids, source_ids)
+        dst = node_numbers(page_ids, target_ids)
         # A link to a page added after the pages were read would point nowhere: skip it.
-        keep = src_known & dst_known
+        keep = (src >= 0) & (dst >= 0)
         sources.append(src[keep].astype(numpy.int32))
         targets.append(dst[keep].astype(numpy.int32))
     return join(sources, numpy.int32), join(targets, numpy.int32)
-
-
-def _lookup(sorted_ids: numpy.ndarray, ids: numpy.ndarray) -> tuple[numpy.ndarray, numpy.ndarray]:
-    """Where each of ``ids`` sits in ``sorted_ids``, and which of them are there at all."""
-    where = numpy.searchsorted(sorted_ids, ids)
-    inside = where < sorted_ids.size
-    known = numpy.zeros(ids.size, dtype=bool)
-    known[inside] = sorted_ids[where[inside]] == ids[inside]
-    return where, known
