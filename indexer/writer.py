@@ -40,6 +40,7 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
 from indexer.pool import BoundedPool
+from indexer.termtable import CompactTermTable
 
 #: zlib level for posting blocks; 0 stores them uncompressed. Whoosh keeps a block's document
 #: numbers, weights and positions in one compressed pickle, so skipping through the postings
@@ -140,7 +141,20 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
         return weights
 
 
+class _FieldWriter(whoosh3.W3FieldWriter):
+    """Whoosh's field writer with the term table of :mod:`indexer.termtable`."""
+
+    _tindex: Any  # Whoosh's, untyped
+
+    def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
+        super().__init__(codec, storage, segment)
+        self._tindex = CompactTermTable(self._tindex)
+
+
 class _Codec(whoosh3.W3Codec):
+    def field_writer(self, storage: Any, segment: Any) -> Any:
+        return _FieldWriter(self, storage, segment)
+
     def postings_writer(self, dbfile: Any, byteids: bool = False) -> Any:
         if byteids:  # term vectors; not used by our schema
             return super().postings_writer(dbfile, byteids)

@@ -36,6 +36,7 @@ import whoosh
 from whoosh import formats, matching, scoring
 from whoosh import index as whoosh_index
 from whoosh.codec import whoosh3
+from whoosh.filedb import filetables
 from whoosh.filedb.structfile import StructFile
 from whoosh.matching.wrappers import RequireMatcher
 from whoosh.writing import SegmentWriter
@@ -91,6 +92,7 @@ POSTINGS_WRITER = f"{W3}.W3PostingsWriter"
 SEGMENT_READER = "whoosh.reading.SegmentReader"
 SEGMENT_WRITER = "whoosh.writing.SegmentWriter"
 POOL = "whoosh.writing.PostingPool"
+ORDERED_HASH = "whoosh.filedb.filetables.OrderedHashWriter"
 
 INTERNALS: list[Internal] = [
     # indexer/vector.py: decodes W3 posting blocks itself (block by block, then positions
@@ -114,7 +116,7 @@ INTERNALS: list[Internal] = [
     *_instance("indexer/vector.py", "whoosh.scoring.BM25F", "_field_B"),
     # indexer/writer.py: a W3 postings writer with its own block layout, the codec making
     # it, and a segment writer that flushes through them and the pool of indexer/pool.py.
-    *_module("indexer/writer.py", W3, "W3PostingsWriter", "W3Codec"),
+    *_module("indexer/writer.py", W3, "W3PostingsWriter", "W3Codec", "W3FieldWriter"),
     *_module("indexer/writer.py", W3, "WHOOSH3_HEADER_MAGIC", "LENGTHS_COLUMN", "_lenfield"),
     *_module("indexer/writer.py", "whoosh.util.numeric", "byte_to_length", "length_to_byte"),
     *_class("indexer/writer.py", POSTINGS_WRITER, "add_posting", "_write_block"),
@@ -142,6 +144,22 @@ INTERNALS: list[Internal] = [
     *_instance("indexer/writer.py", f"{W3}.W3Codec", "_blocklimit", "_compression", "_inlinelimit"),
     *_class("indexer/writer.py", f"{W3}.W3PerDocReader", "_cached_reader", "doc_field_length"),
     *_class("indexer/writer.py", f"{W3}.W3FieldWriter", "add_postings"),
+    *_instance("indexer/writer.py", f"{W3}.W3FieldWriter", "_tindex"),
+    # indexer/termtable.py: Whoosh's term-table writer with its pending entries in arrays.
+    *_module("indexer/termtable.py", "whoosh.filedb", "filetables"),
+    *_module("indexer/termtable.py", "whoosh.filedb.filetables", "OrderedHashWriter", "_lengths"),
+    *_class("indexer/termtable.py", ORDERED_HASH, "add", "_write_hashes", "close"),
+    *_instance(
+        "indexer/termtable.py",
+        ORDERED_HASH,
+        "dbfile",
+        "hashfn",
+        "buckets",
+        "directory",
+        "index",
+        "lastkey",
+        "extras",
+    ),
     # indexer/pool.py: a posting pool writing its own runs in Whoosh's temporary storage.
     *_module("indexer/pool.py", "whoosh.writing", "PostingPool"),
     *_class("indexer/pool.py", POOL, "_new_run", "_add_run", "_open_run", "_remove_run"),
@@ -339,6 +357,8 @@ def instances(
             "whoosh.matching.ListMatcher": lambda: matching.ListMatcher([1, 2, 3]),
             SEGMENT_WRITER: segment_writer,
             POOL: lambda: segment_writer().pool,
+            f"{W3}.W3FieldWriter": lambda: segment_writer().fieldwriter,
+            ORDERED_HASH: lambda: filetables.OrderedHashWriter(StructFile(io.BytesIO())),
             "whoosh.index.TOC": lambda: whoosh_index.TOC.read(fresh.storage, fresh.indexname),
             "whoosh.index.FileIndex": lambda: fresh,
         }
