@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from indexer.analysis import (
+    CACHE_LIMIT,
     MAX_WORD_CHARS,
+    TermMaker,
     detect_language,
     fold,
     primary_language,
@@ -152,3 +154,14 @@ def test_spelling_words_are_folded_and_reasonable() -> None:
     seen: set[str] = set()
     term_maker("en").positions("Crêpes and 2024 and a Tomatoes x y 東京 " + "z" * 30, seen)
     assert {spelling_word(word) for word in seen} - {None} == {"crepes", "and", "tomatoes"}
+
+
+def test_the_word_cache_stays_bounded_on_endless_distinct_words() -> None:
+    # A hostile page (or a huge corpus) brings more distinct words than any cache should hold.
+    maker = TermMaker("en")
+    junk = " ".join(f"zq{i}x" for i in range(CACHE_LIMIT + 5_000))
+    found, used = maker.positions(junk + " running")
+    assert len(maker._cache) <= CACHE_LIMIT
+    assert used == CACHE_LIMIT + 5_001
+    assert found["run"] == [CACHE_LIMIT + 5_000]  # terms stay right across a clearing
+    assert maker.term("zq7x") == "zq7x"
