@@ -372,6 +372,23 @@ class Server:
         NaN elsewhere)."""
         return _tree_cpu_seconds(self._supervisor.pid) if self._supervisor.pid else math.nan
 
+    def settle(self, *, busy_share: float = 0.05, timeout: float = 600.0) -> float:
+        """Wait until the capsule's start-up work (listings computed at start, see
+        ``search_capsule.handlers.listings.warm``) is done: two seconds in a row in which
+        the processes used less than ``busy_share`` of a core. Returns the seconds waited.
+
+        At 600,000 pages that work takes each process about a minute of CPU; a load measured
+        meanwhile measures the start, not the capsule people use afterwards."""
+        started = time.perf_counter()
+        quiet = 0
+        before = self.cpu_seconds()
+        while quiet < 2 and time.perf_counter() - started < timeout:
+            time.sleep(1.0)
+            now = self.cpu_seconds()
+            quiet = quiet + 1 if now - before < busy_share else 0
+            before = now
+        return time.perf_counter() - started
+
     def __exit__(self, *exc: object) -> None:
         self._supervisor.terminate()
         self._supervisor.join()
