@@ -108,6 +108,7 @@ INTERNALS: list[Internal] = [
         "_maxid",
         "_lastblock",
         "_nextoffset",
+        "_postfile",
     ),
     *_instance("indexer/vector.py", SEGMENT_READER, "_terms", "deleted_docs_set"),
     *_instance("indexer/vector.py", f"{W3}.W3TermsReader", "_codec", "_postfile"),
