@@ -71,7 +71,7 @@ def test_a_writer_already_in_use_cannot_be_taken_over() -> None:
         CompactTermTable(fresh)
 
 
-def test_pending_entries_take_a_tenth_of_whooshs_memory() -> None:
+def test_pending_entries_take_under_a_third_of_whooshs_memory() -> None:
     items = [(b"%09d" % i, b"") for i in range(50_000)]
 
     def pending(compact: bool) -> int:
