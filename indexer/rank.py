@@ -53,9 +53,9 @@ import numpy
 from sqlalchemy import Connection, distinct, func, select
 from sqlalchemy.orm import aliased
 
-from sextant.graph.numbering import node_numbers
 from sextant.graph.rows import chunks, int_column, int_pairs, join
 from sextant.pagerank import pagerank
+from sextant.sorted_ids import index_in_sorted
 from sextant.store.models import Link, Page
 from sextant.store.redirects import permanent_redirects
 
@@ -107,10 +107,10 @@ def load_graph(
         redirected = numpy.fromiter(redirect_to, numpy.int64, len(redirect_to))
         destinations = numpy.fromiter(redirect_to.values(), numpy.int64, len(redirect_to))
         order = numpy.argsort(redirected)
-        at = node_numbers(redirected[order], targets)
+        at = index_in_sorted(redirected[order], targets)
         targets = numpy.where(at >= 0, destinations[order][at], targets)
-    src = node_numbers(page_ids, sources)
-    dst = node_numbers(page_ids, targets)
+    src = index_in_sorted(page_ids, sources)
+    dst = index_in_sorted(page_ids, targets)
     del sources, targets
     keep = (src >= 0) & (dst >= 0) & (src != dst)
     # Distinct pairs as one number each: a 1-D unique sorts one array, where unique over
@@ -121,7 +121,7 @@ def load_graph(
     edges = numpy.stack([pairs // n, pairs % n], axis=1)
     del pairs
     hubs = numpy.zeros(len(page_ids), dtype=bool)
-    hub_nodes = node_numbers(page_ids, hub_pages(connection, hub_min_capsules))
+    hub_nodes = index_in_sorted(page_ids, hub_pages(connection, hub_min_capsules))
     hubs[hub_nodes[hub_nodes >= 0]] = True
     # A page's vote is split over all of its links, also those to pages that are not indexed
     # (not crawled yet, gone, other schemes): their share is lost, like a real surfer's click.
@@ -130,7 +130,7 @@ def load_graph(
     degrees = int_column(
         connection, by_source.with_only_columns(func.count(distinct(Link.target_url)))
     )
-    degree_nodes = node_numbers(page_ids, degree_sources)
+    degree_nodes = index_in_sorted(page_ids, degree_sources)
     out_links = numpy.zeros(len(page_ids))
     found = degree_nodes >= 0
     out_links[degree_nodes[found]] = degrees[found]

@@ -22,9 +22,9 @@ import numpy
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sextant.graph.numbering import node_numbers
 from sextant.graph.researcher import LeftOut, left_out
 from sextant.graph.rows import chunks, int_column, int_pairs, join
+from sextant.sorted_ids import index_in_sorted
 from sextant.store.models import PAGE_STATES, Capsule, FrontierEntry, Link, Page, SeedRequest
 from sextant.urls import DEFAULT_PORT
 
@@ -57,7 +57,7 @@ class LinkGraph:
 
     def node_numbers(self, page_ids: numpy.ndarray) -> numpy.ndarray:
         """Node numbers of the given page ids; ids that are not in the graph are dropped."""
-        where = node_numbers(self.page_ids, numpy.asarray(page_ids, dtype=numpy.int64))
+        where = index_in_sorted(self.page_ids, numpy.asarray(page_ids, dtype=numpy.int64))
         return where[where >= 0].astype(numpy.int32)
 
     def capsule_links(self) -> tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
@@ -145,8 +145,8 @@ def _links(session: Session, page_ids: numpy.ndarray) -> tuple[numpy.ndarray, nu
     sources: list[numpy.ndarray] = []
     targets: list[numpy.ndarray] = []
     for source_ids, target_ids in int_pairs(session, statement):
-        src = node_numbers(page_ids, source_ids)
-        dst = node_numbers(page_ids, target_ids)
+        src = index_in_sorted(page_ids, source_ids)
+        dst = index_in_sorted(page_ids, target_ids)
         # A link to a page added after the pages were read would point nowhere: skip it.
         keep = (src >= 0) & (dst >= 0)
         sources.append(src[keep].astype(numpy.int32))
