@@ -241,7 +241,9 @@ def make_queries(words: list[str], count: int, rng: random.Random) -> list[str]:
         else:
             query = f"site:capsule{rng.randrange(CAPSULES)}.example {rng.choice(common)}"
         queries.add(query)
-    return sorted(queries, key=lambda _: rng.random())
+    # Shuffled from sorted order: a set's order changes with each process's string hashing,
+    # and runs compared with each other must send the same queries in the same order.
+    return sorted(sorted(queries), key=lambda _: rng.random())
 
 
 # --- the client process --------------------------------------------------------------------

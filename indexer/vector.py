@@ -21,19 +21,15 @@ blocks that hold the candidates. A Whoosh node the evaluator does not know raise
 :class:`Unsupported`: a programming error, since it evaluates what :mod:`indexer.querylang`
 compiles.
 
-Reading Whoosh's blocks relies on the W3 codec's posting layout (whoosh-reloaded 2.7.5):
-a block's data is a pickled (document-number deltas, weights, values) tuple. The Whoosh
-internals used here are checked by tests/indexer/test_whoosh_internals.py.
+Posting blocks are read by :mod:`indexer.postings`. Scores at a few documents
+(:meth:`VectorIndex.scores_at`: the boost fields at the candidates of a ranking) read a common
+term only in the blocks that hold them.
 """
 
 from __future__ import annotations
 
-import io
 import math
-import pickle
-import struct
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,10 +38,9 @@ from typing import Any
 import numpy
 from whoosh import query as wq
 from whoosh.codec import whoosh3
-from whoosh.matching import wrappers
 from whoosh.reading import TermNotFound
 
-from indexer import pairfilter
+from indexer import pairfilter, postings
 from indexer.budget import Budget, BudgetExhausted, paced
 from indexer.require import Require
 from indexer.schema import PAIRS_COLUMN, POSITIONS_COLUMN, TEXT_FIELD, DocumentPositions
@@ -54,8 +49,6 @@ from indexer.weighting import field_lengths
 from indexer.wildcard import WordPrefix, expand
 from sextant.sorted_ids import index_in_sorted
 
-#: The length before each posting block (negative for a term's last), as Whoosh writes it.
-_BLOCK_LENGTH = struct.Struct("!i")
 #: Cached posting entries (document numbers and scores) per snapshot, least recently used
 #: terms dropped first: 16 bytes an entry, so 16 million entries is 256 MB. Measured on the
 #: 100,000-page benchmark index: the everyday words of a query mix hold about 12 million
@@ -76,6 +69,13 @@ POSITION_CHECKS = 16
 TERM_CHECKS = 64
 #: Word prefixes whose expansions are kept (a few dozen short strings each).
 EXPANSION_CACHE = 1024
+#: A term held by this many times more documents than a score is asked for is read only
+#: in the blocks that hold them (see VectorIndex._term_at): at 100 candidates, terms in over
+#: 6,400 documents, which have at least a few blocks of 1,024 postings to skip.
+SPARSE_RATIO = 64
+#: Block directories kept for reading terms in part: 16 bytes a block of 1,024 postings, so
+#: a million blocks (16 MB) covers a billion postings.
+DIRECTORY_BLOCKS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +114,20 @@ class VectorIndex:
         self._cache: OrderedDict[tuple[Any, ...], DocSet] = OrderedDict()
         self._cached_entries = 0
         self._cache_limit = cache_entries
-        self._lengths: dict[str, numpy.ndarray] = {}
+        self._norms: dict[str, numpy.ndarray] = {}
         # Where each block of a cached posting list starts, per segment: positions are read
         # later from just the blocks that hold the candidates. Keyed like the posting cache
         # and dropped with the postings, so it is bounded by the same limit.
-        self._directories: dict[tuple[Any, ...], dict[int, _Directory]] = {}
+        self._directories: dict[tuple[Any, ...], dict[int, postings.Directory]] = {}
         self._blocks: OrderedDict[tuple[int, str, bytes, int], tuple[Any, Any]] = OrderedDict()
         self._positions: OrderedDict[int, DocumentPositions] = OrderedDict()
         self._columns: dict[tuple[str, int], Any] = {}
         self._live: numpy.ndarray | None = None
         self._expansions: dict[tuple[str, str], list[str]] = {}
+        self._sparse_directories: OrderedDict[tuple[int, str, bytes], postings.Directory] = (
+            OrderedDict()
+        )
+        self._directory_blocks = 0
         self._lock = threading.Lock()
 
     # --- evaluation --------------------------------------------------------------------
@@ -389,7 +393,7 @@ class VectorIndex:
             return {}
         with self._lock:
             directory = self._directories.get(self._term_key(fieldname, btext), {}).get(offset)
-        matcher = _leaf_matcher(leaf, fieldname, btext)
+        matcher = postings.leaf_matcher(leaf, fieldname, btext)
         found: dict[int, bytes] = {}
         if directory is None or not isinstance(matcher, whoosh3.W3LeafMatcher):
             for docnum in wanted.tolist():
@@ -431,11 +435,91 @@ class VectorIndex:
         budget = Budget.unlimited() if budget is None else budget
         total = numpy.zeros(len(docnums))
         for fieldname, term, weight in paced(pairs, budget, 1):
-            docs = self._term(fieldname, term, weight)
-            at = _positions_in(docnums, docs.ids, self.documents)
-            found = at >= 0
-            total[found] += docs.scores[at[found]]
+            docs = self._term_at(fieldname, term, weight, docnums)
+            total[index_in_sorted(docnums, docs.ids)] += docs.scores
         return total
+
+    def _term_at(
+        self, fieldname: str, text: str | bytes, boost: float, docnums: numpy.ndarray
+    ) -> DocSet:
+        """A term's postings and scores at ``docnums`` (sorted) only.
+
+        A term held by many more documents than asked about, and not cached, is read only in
+        the blocks that hold them (its block directory kept for the next time): the title,
+        anchor and heading scores of "the" at a ranking's hundred candidates took its 1.1
+        million postings decoded and scored in full. Other terms are loaded (and cached)
+        whole, as everywhere else.
+        """
+        if fieldname not in self.reader.schema:
+            return EMPTY
+        field = self.reader.schema[fieldname]
+        btext = text if isinstance(text, bytes) else field.to_bytes(text)
+        key = self._term_key(fieldname, btext)
+        with self._lock:
+            cached = key in self._cache
+        if not cached and field.scorable:
+            found = self._sparse(fieldname, btext, docnums)
+            if found is not None:
+                return _boosted(found, boost)
+        docs = self._term(fieldname, btext, boost)
+        return _restrict(docs, DocSet(docnums, numpy.zeros(len(docnums))), self.documents)
+
+    def _sparse(self, fieldname: str, btext: bytes, docnums: numpy.ndarray) -> DocSet | None:
+        """:meth:`_term_at` from the blocks that may hold ``docnums``; None when the term is
+        better read whole (held by under :data:`SPARSE_RATIO` times as many documents, or
+        with postings inlined in a term table)."""
+        found: list[tuple[Any, int, Any]] = []
+        frequency = 0
+        for leaf, offset in self._leaves:
+            try:
+                info = leaf.term_info(fieldname, btext)
+            except TermNotFound:
+                continue
+            frequency += info.doc_frequency()
+            found.append((leaf, offset, info))
+        if not found:
+            return EMPTY
+        if frequency < SPARSE_RATIO * len(docnums):
+            return None
+        ids: list[numpy.ndarray] = []
+        weights: list[numpy.ndarray] = []
+        for leaf, offset, info in found:
+            local = docnums[(docnums >= offset) & (docnums < offset + leaf.doc_count_all())]
+            if len(local) == 0:
+                continue
+            blocks = self._directory(leaf, offset, fieldname, btext, info)
+            if blocks is None:
+                return None
+            read = postings.read_at(leaf, blocks, local - offset)
+            ids.append(read.ids + offset)
+            weights.append(read.weights)
+        if not ids:
+            return EMPTY
+        at = numpy.concatenate(ids)
+        return DocSet(at, self._bm25(fieldname, frequency, numpy.concatenate(weights), at))
+
+    def _directory(
+        self, leaf: Any, offset: int, fieldname: str, btext: bytes, info: Any
+    ) -> postings.Directory | None:
+        """A term's block directory in one segment, read from its block headers once and
+        kept (least recently used dropped first, :data:`DIRECTORY_BLOCKS` blocks in all)."""
+        key = (offset, fieldname, btext)
+        with self._lock:
+            blocks = self._sparse_directories.get(key)
+            if blocks is not None:
+                self._sparse_directories.move_to_end(key)
+                return blocks
+        blocks = postings.directory(leaf, info)
+        if blocks is None:
+            return None
+        with self._lock:
+            if key not in self._sparse_directories:
+                self._sparse_directories[key] = blocks
+                self._directory_blocks += len(blocks)
+            while self._directory_blocks > DIRECTORY_BLOCKS and len(self._sparse_directories) > 1:
+                _, dropped = self._sparse_directories.popitem(last=False)
+                self._directory_blocks -= len(dropped)
+        return blocks
 
     def live(self) -> numpy.ndarray:
         """Every document number not deleted."""
@@ -503,7 +587,7 @@ class VectorIndex:
         document frequency behind the idf)."""
         id_parts: list[numpy.ndarray] = []
         weight_parts: list[numpy.ndarray] = []
-        directories: dict[int, _Directory] = {}
+        directories: dict[int, postings.Directory] = {}
         frequency = 0
         for leaf, offset in self._leaves:
             try:
@@ -511,7 +595,8 @@ class VectorIndex:
             except TermNotFound:
                 continue
             frequency += info.doc_frequency()
-            ids, weights, directory = _decode_postings(leaf, fieldname, btext, info)
+            decoded, directory = postings.decode(leaf, fieldname, btext, info)
+            ids, weights = decoded.ids, decoded.weights
             if directory is not None:
                 directories[offset] = directory
             if leaf.has_deletions():
@@ -536,111 +621,32 @@ class VectorIndex:
         """Whoosh's BM25FScorer, vectorized: same idf (Whoosh's formula, from the document
         frequency summed over the segments as its multi-segment reader sums it), average
         length and formula."""
-        weighting = self.weighting
-        b = weighting._field_B.get(fieldname, weighting.B)
-        k1 = weighting.K1
+        k1 = self.weighting.K1
         idf = math.log(self.documents / (frequency + 1)) + 1
-        average = self.searcher.avg_field_length(fieldname) or 1
-        lengths = self._field_lengths(fieldname)[ids]
-        return idf * ((tf * (k1 + 1)) / (tf + k1 * ((1 - b) + b * lengths / average)))
+        return idf * ((tf * (k1 + 1)) / (tf + self._length_norms(fieldname)[ids]))
 
-    def _field_lengths(self, fieldname: str) -> numpy.ndarray:
-        lengths = self._lengths.get(fieldname)
-        if lengths is None:
+    def _length_norms(self, fieldname: str) -> numpy.ndarray:
+        """BM25's part that depends on the document alone, ``k1·((1−b) + b·length/average)``,
+        for every document: once per field and snapshot rather than for every posting
+        scored (the same operations on the same numbers, so the same scores to the bit)."""
+        norms = self._norms.get(fieldname)
+        if norms is None:
+            weighting = self.weighting
+            b = weighting._field_B.get(fieldname, weighting.B)
+            average = self.searcher.avg_field_length(fieldname) or 1
             parts = []
             for leaf, _ in self._leaves:
                 table = field_lengths(leaf, fieldname)
-                count = leaf.doc_count_all()
-                parts.append(numpy.ones(count) if table is None else table)
+                parts.append(numpy.ones(leaf.doc_count_all()) if table is None else table)
             lengths = numpy.concatenate(parts) if parts else numpy.empty(0)
-            self._lengths[fieldname] = lengths
-        return lengths
-
-
-@dataclass(frozen=True, slots=True)
-class _Directory:
-    """Block start offsets and last document numbers of one term's postings in a segment."""
-
-    starts: numpy.ndarray
-    last_ids: numpy.ndarray
-
-
-def _decode_postings(
-    leaf: Any, fieldname: str, btext: bytes, info: Any
-) -> tuple[numpy.ndarray, numpy.ndarray, _Directory | None]:
-    """One segment's postings for a term (``info``: its entry in the segment's term table),
-    read block by block from the W3 posting file.
-
-    Whoosh's matcher reads the first block and nothing else. Stepping it from block to
-    block unpickled each block's info from a file object, a read() call per
-    pickle opcode: a tenth of a capsule's CPU at 600,000 pages, where a common word has
-    hundreds of blocks. Here a block is one slice of the file, unpickled from memory, and
-    the document numbers of all blocks come from one cumulative sum.
-    """
-    matcher = _leaf_matcher(leaf, fieldname, btext, info)
-    if not isinstance(matcher, whoosh3.W3LeafMatcher):
-        ids = numpy.fromiter(matcher.all_ids(), dtype=numpy.int64)
-        return ids, numpy.ones(len(ids)), None
-    delta_blocks: list[numpy.ndarray] = []
-    weight_blocks: list[numpy.ndarray] = []
-    starts: list[int] = [matcher._baseoffset]
-    last_ids: list[int] = [matcher._maxid]
-    matcher._read_data()  # the first block, whose info the matcher has read already
-    deltas, weights = matcher._data[0], matcher._data[1]
-    last = matcher._lastblock
-    start = matcher._nextoffset
-    postfile = matcher._postfile
-    while True:
-        delta_blocks.append(numpy.asarray(deltas))
-        if weights is None:
-            weight_blocks.append(numpy.ones(len(deltas)))
-        elif isinstance(weights, float):
-            weight_blocks.append(numpy.full(len(deltas), weights))
-        else:
-            weight_blocks.append(numpy.asarray(weights, dtype=numpy.float64))
-        if last:
-            break
-        (length,) = _BLOCK_LENGTH.unpack(postfile.get(start, _BLOCK_LENGTH.size))
-        block = postfile.get(start + _BLOCK_LENGTH.size, abs(length))
-        stream = io.BytesIO(block)
-        _, last_id, _, compression, _, _ = pickle.load(stream)
-        data = block[stream.tell() :]
-        deltas, weights, _ = pickle.loads(zlib.decompress(data) if compression else data)
-        starts.append(start)
-        last_ids.append(last_id)
-        last = length < 0  # Whoosh marks a term's last block with a negative length
-        start += _BLOCK_LENGTH.size + abs(length)
-    directory = _Directory(
-        numpy.asarray(starts, dtype=numpy.int64), numpy.asarray(last_ids, dtype=numpy.int64)
-    )
-    if len(delta_blocks) == 1:
-        return numpy.cumsum(delta_blocks[0], dtype=numpy.int64), weight_blocks[0], directory
-    # A block's first delta is its first document number itself: the running sum restarts
-    # at each block, so each block's sum before it is taken off its postings.
-    sums = numpy.cumsum(numpy.concatenate(delta_blocks), dtype=numpy.int64)
-    counts = numpy.fromiter((len(block) for block in delta_blocks), dtype=numpy.int64)
-    before = numpy.zeros(len(counts), dtype=numpy.int64)
-    before[1:] = sums[numpy.cumsum(counts)[:-1] - 1]
-    return sums - numpy.repeat(before, counts), numpy.concatenate(weight_blocks), directory
+            norms = self._norms[fieldname] = weighting.K1 * ((1 - b) + b * lengths / average)
+        return norms
 
 
 def _has_phrase(query: Any) -> bool:
     if isinstance(query, wq.Phrase):
         return True
     return any(_has_phrase(sub) for sub in getattr(query, "subqueries", ()))
-
-
-def _leaf_matcher(leaf: Any, fieldname: str, btext: bytes, info: Any = None) -> Any:
-    """The segment's own posting matcher for a term, from its term-table entry when the
-    caller has read it already."""
-    terms = getattr(leaf, "_terms", None)
-    if info is not None and isinstance(terms, whoosh3.W3TermsReader):
-        format_ = leaf.schema[fieldname].format
-        return terms._codec.postings_reader(terms._postfile, info, format_, term=(fieldname, btext))
-    matcher = leaf.postings(fieldname, btext)
-    while isinstance(matcher, wrappers.FilterMatcher | wrappers.WrappingMatcher):
-        matcher = matcher.child  # deletions are applied by the callers
-    return matcher
 
 
 def _boosted(docs: DocSet, boost: float) -> DocSet:

@@ -118,7 +118,7 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
 
         Whoosh pickles a tuple of Python ints, which unpickles one int object at a time and
         is then copied into numpy element by element: most of what decoding a block cost a
-        search (:func:`indexer.vector._decode_postings`). An array unpickles as one copy of
+        search (:func:`indexer.postings.decode`). An array unpickles as one copy of
         its bytes and numpy reads it in place; Whoosh's own reader iterates it like the
         tuple.
         """

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy
 import pytest
-from whoosh import index as whoosh_index
 from whoosh import query as wq
-from whoosh.fields import ID, TEXT, Schema
 
 from indexer.query import WEIGHTING, Searcher
 from indexer.querylang import compile_query, parse
@@ -17,13 +13,11 @@ from indexer.vector import (
     DocSet,
     Unsupported,
     VectorIndex,
-    _decode_postings,
     _members,
     _positions_in,
     _union,
     top,
 )
-from indexer.writer import BLOCK_POSTINGS, TunedSegmentWriter
 
 # Queries without negation: Whoosh's own AndNot over a Require gives wrong answers (it kept
 # gemini://gemini.example/docs/ for "capsule -gemini" although its URL words hold "gemini"),
@@ -194,33 +188,3 @@ def test_membership_paths_agree(ids_size: int, within_size: int) -> None:
         members = _members(ids, within, total)
         assert members.dtype == bool
         assert members.tolist() == [at >= 0 for at in expected]
-
-
-def test_postings_of_many_blocks_decode_as_whooshs_matcher_reads_them(tmp_path: Path) -> None:
-    # "common" is in every page (5 blocks of 1,024), "often" in every third with changing
-    # frequencies, "even" in every page with frequency 2 (blocks of one equal weight).
-    directory = tmp_path / "index"
-    directory.mkdir()
-    schema = Schema(pid=ID(stored=True), body=TEXT)
-    ix = whoosh_index.create_in(str(directory), schema)
-    writer = TunedSegmentWriter(ix, limitmb=16)
-    for i in range(4_500):
-        often = " often" * (1 + i % 5) if i % 3 == 0 else ""
-        writer.add_document(pid=str(i), body=f"common even even w{i}{often}")
-    writer.commit()
-    with ix.searcher() as searcher:
-        (leaf, _), *_ = searcher.reader().leaf_readers()
-        for word in ("common", "often", "even", "w77"):
-            info = leaf.term_info("body", word.encode())
-            ids, weights, blocks = _decode_postings(leaf, "body", word.encode(), info)
-            matcher = leaf.postings("body", word)
-            expected: list[tuple[int, float]] = []
-            while matcher.is_active():
-                expected.append((matcher.id(), matcher.weight()))
-                matcher.next()
-            assert list(zip(ids.tolist(), weights.tolist(), strict=True)) == expected
-            assert ids.dtype == numpy.int64
-            assert weights.dtype == numpy.float64
-            assert blocks is not None
-            assert len(blocks.starts) == -(-len(expected) // BLOCK_POSTINGS)
-            assert blocks.last_ids.tolist()[-1] == expected[-1][0]

@@ -95,25 +95,20 @@ POOL = "whoosh.writing.PostingPool"
 ORDERED_HASH = "whoosh.filedb.filetables.OrderedHashWriter"
 
 INTERNALS: list[Internal] = [
-    # indexer/vector.py: decodes W3 posting blocks itself (block by block, then positions
-    # from the blocks holding phrase candidates) and opens postings from the term table.
-    *_module("indexer/vector.py", W3, "W3LeafMatcher", "W3TermsReader"),
-    *_module("indexer/vector.py", "whoosh.matching.wrappers", "FilterMatcher", "WrappingMatcher"),
-    *_class("indexer/vector.py", LEAF_MATCHER, "_read_data", "_goto", "_next_block"),
-    *_instance(
-        "indexer/vector.py",
-        LEAF_MATCHER,
-        "_data",
-        "_baseoffset",
-        "_maxid",
-        "_lastblock",
-        "_nextoffset",
-        "_postfile",
-    ),
-    *_instance("indexer/vector.py", SEGMENT_READER, "_terms", "deleted_docs_set"),
-    *_instance("indexer/vector.py", f"{W3}.W3TermsReader", "_codec", "_postfile"),
-    *_parameters("indexer/vector.py", f"{W3}.W3Codec.postings_reader", "term"),
-    *_instance("indexer/vector.py", "whoosh.matching.wrappers.WrappingMatcher", "child"),
+    # indexer/postings.py: reads W3 posting blocks from the segment's buffer itself, and
+    # opens Whoosh's matcher from the term table for inlined postings.
+    *_module("indexer/postings.py", W3, "W3TermsReader", "WHOOSH3_HEADER_MAGIC"),
+    *_module("indexer/postings.py", "whoosh.matching.wrappers", "FilterMatcher", "WrappingMatcher"),
+    *_instance("indexer/postings.py", SEGMENT_READER, "_terms"),
+    *_instance("indexer/postings.py", f"{W3}.W3TermsReader", "_codec", "_postfile"),
+    *_instance("indexer/postings.py", "whoosh.filedb.structfile.BufferFile", "_buf"),
+    *_parameters("indexer/postings.py", f"{W3}.W3Codec.postings_reader", "term"),
+    *_instance("indexer/postings.py", "whoosh.matching.wrappers.WrappingMatcher", "child"),
+    # indexer/vector.py: positions from the blocks holding phrase candidates.
+    *_module("indexer/vector.py", W3, "W3LeafMatcher"),
+    *_class("indexer/vector.py", LEAF_MATCHER, "_read_data", "_goto"),
+    *_instance("indexer/vector.py", LEAF_MATCHER, "_data"),
+    *_instance("indexer/vector.py", SEGMENT_READER, "deleted_docs_set"),
     *_instance("indexer/vector.py", "whoosh.scoring.BM25F", "_field_B"),
     # indexer/writer.py: a W3 postings writer with its own block layout, the codec making
     # it, and a segment writer that flushes through them and the pool of indexer/pool.py.
