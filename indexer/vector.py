@@ -468,15 +468,7 @@ class VectorIndex:
         """:meth:`_term_at` from the blocks that may hold ``docnums``; None when the term is
         better read whole (held by under :data:`SPARSE_RATIO` times as many documents, or
         with postings inlined in a term table)."""
-        found: list[tuple[Any, int, Any]] = []
-        frequency = 0
-        for leaf, offset in self._leaves:
-            try:
-                info = leaf.term_info(fieldname, btext)
-            except TermNotFound:
-                continue
-            frequency += info.doc_frequency()
-            found.append((leaf, offset, info))
+        found, frequency = self._term_infos(fieldname, btext)
         if not found:
             return EMPTY
         if frequency < SPARSE_RATIO * len(docnums):
@@ -581,13 +573,10 @@ class VectorIndex:
                 self._directories.pop(dropped_key, None)
         return made
 
-    def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:
-        """A term's postings over all segments, scored. Each segment's term table is read
-        once (Whoosh's own calls would read it five times: membership, postings, and the
-        document frequency behind the idf)."""
-        id_parts: list[numpy.ndarray] = []
-        weight_parts: list[numpy.ndarray] = []
-        directories: dict[int, postings.Directory] = {}
+    def _term_infos(self, fieldname: str, btext: bytes) -> tuple[list[tuple[Any, int, Any]], int]:
+        """Each segment holding a term, with its offset and the term's entry in the segment's
+        term table; and the document frequency summed over them (the idf's)."""
+        found: list[tuple[Any, int, Any]] = []
         frequency = 0
         for leaf, offset in self._leaves:
             try:
@@ -595,6 +584,18 @@ class VectorIndex:
             except TermNotFound:
                 continue
             frequency += info.doc_frequency()
+            found.append((leaf, offset, info))
+        return found, frequency
+
+    def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:
+        """A term's postings over all segments, scored. Each segment's term table is read
+        once (Whoosh's own calls would read it five times: membership, postings, and the
+        document frequency behind the idf)."""
+        id_parts: list[numpy.ndarray] = []
+        weight_parts: list[numpy.ndarray] = []
+        directories: dict[int, postings.Directory] = {}
+        found, frequency = self._term_infos(fieldname, btext)
+        for leaf, offset, info in found:
             decoded, directory = postings.decode(leaf, fieldname, btext, info)
             ids, weights = decoded.ids, decoded.weights
             if directory is not None:
