@@ -100,6 +100,13 @@ def directory(leaf: Any, info: Any) -> Directory | None:
     )
 
 
+def blocks_holding(blocks: Directory, wanted: numpy.ndarray) -> int:
+    """How many of a term's blocks could hold one of ``wanted`` (sorted segment document
+    numbers): what :func:`read_at` would decode."""
+    which = numpy.searchsorted(blocks.last_ids, wanted)
+    return len(numpy.unique(which[which < len(blocks)]))
+
+
 def read_at(leaf: Any, blocks: Directory, wanted: numpy.ndarray) -> Postings:
     """The postings of ``wanted`` (sorted segment document numbers) that the term has,
     decoding only the blocks of ``blocks`` (from :func:`directory`) that could hold them."""

@@ -73,6 +73,8 @@ EXPANSION_CACHE = 1024
 #: in the blocks that hold them (see VectorIndex._term_at): at 100 candidates, terms in over
 #: 6,400 documents, which have at least a few blocks of 1,024 postings to skip.
 SPARSE_RATIO = 64
+#: ... and when at most 1/this of its blocks hold one of them.
+SPARSE_BLOCKS = 4
 #: Block directories kept for reading terms in part: 16 bytes a block of 1,024 postings, so
 #: a million blocks (16 MB) covers a billion postings.
 DIRECTORY_BLOCKS = 1_000_000
@@ -160,8 +162,15 @@ class VectorIndex:
         if isinstance(query, wq.Phrase):
             return self._phrase(query, within, budget, exact)
         if isinstance(query, wq.Term):
+            if within is not None:
+                return self._term_within(query.fieldname, query.text, query.boost, within)
             return self._term(query.fieldname, query.text, query.boost)
         if isinstance(query, Require | wq.Require):
+            if self._filter_first(query.a, query.b):
+                # "site:host the": the host's pages first, then "the" read where they are.
+                required = self._evaluate(query.b, within, budget, exact)
+                kept = self._evaluate(query.a, required.ids, budget, exact)
+                return _restrict(kept, required, self.documents)
             kept = self._evaluate(query.a, within, budget, exact)
             required = self._evaluate(query.b, kept.ids, budget, exact)
             return _restrict(kept, required, self.documents)
@@ -172,22 +181,22 @@ class VectorIndex:
             return DocSet(kept.ids[mask], kept.scores[mask])
         if isinstance(query, wq.And):
             # Phrases last: by then the other parts have narrowed where positions matter.
+            # The others smallest first (by the term tables: no postings read), each evaluated
+            # where the ones before matched, so that a common word can be read in part.
             plain = [sub for sub in query.subqueries if not _has_phrase(sub)]
             phrased = [sub for sub in query.subqueries if _has_phrase(sub)]
-            narrowing = sorted(
-                (self._evaluate(sub, within, budget, exact) for sub in plain), key=len
-            )
-            result = narrowing[0] if narrowing else None
-            for part in narrowing[1:]:
-                result = _intersect(result, part, self.documents)  # type: ignore[arg-type]
-            for sub in phrased:
+            sizes = [self._estimate(sub) for sub in plain]
+            unknown_first = [-1 if size is None else size for size in sizes]
+            order = sorted(range(len(plain)), key=unknown_first.__getitem__)
+            result = None
+            for sub in [plain[i] for i in order] + phrased:
                 part = self._evaluate(sub, within if result is None else result.ids, budget, exact)
                 result = part if result is None else _intersect(result, part, self.documents)
             assert result is not None
             return _boosted(result, query.boost)
         if isinstance(query, wq.Or):
             if all(type(sub) is wq.Term for sub in query.subqueries):
-                return _boosted(self._forms(query.subqueries), query.boost)
+                return _boosted(self._forms(query.subqueries, within), query.boost)
             parts: list[DocSet] = []
             try:
                 for sub in query.subqueries:
@@ -442,39 +451,85 @@ class VectorIndex:
     def _term_at(
         self, fieldname: str, text: str | bytes, boost: float, docnums: numpy.ndarray
     ) -> DocSet:
-        """A term's postings and scores at ``docnums`` (sorted) only.
+        """A term's postings and scores at ``docnums`` (sorted) only: read in part where
+        that pays (:meth:`_partial`), otherwise whole (and cached) and then restricted."""
+        found = self._partial(fieldname, text, docnums)
+        if found is not None:
+            return _boosted(found, boost)
+        docs = self._term(fieldname, text, boost)
+        return _restrict(docs, DocSet(docnums, numpy.zeros(len(docnums))), self.documents)
 
-        A term held by many more documents than asked about, and not cached, is read only in
-        the blocks that hold them (its block directory kept for the next time): the title,
-        anchor and heading scores of "the" at a ranking's hundred candidates took its 1.1
-        million postings decoded and scored in full. Other terms are loaded (and cached)
-        whole, as everywhere else.
+    def _term_within(
+        self, fieldname: str, text: str | bytes, boost: float, within: numpy.ndarray
+    ) -> DocSet:
+        """A term where only ``within`` (sorted) matters: at those documents when read in
+        part (:meth:`_partial`), otherwise all its postings (cached), unrestricted."""
+        found = self._partial(fieldname, text, within)
+        return self._term(fieldname, text, boost) if found is None else _boosted(found, boost)
+
+    def _partial(self, fieldname: str, text: str | bytes, docnums: numpy.ndarray) -> DocSet | None:
+        """A term's postings and scores at ``docnums`` (sorted), read from only the blocks
+        that hold them; None when the term is better read whole.
+
+        A term held by many more documents than asked about, and not cached, is read so (its
+        block directory kept for the next time): the title, anchor and heading scores of
+        "the" at a ranking's hundred candidates took its 1.1 million postings decoded and
+        scored in full, and "site:host the" all 600,000 postings of "the" in the text for
+        a capsule of ten pages, in two of its 586 blocks.
         """
         if fieldname not in self.reader.schema:
             return EMPTY
         field = self.reader.schema[fieldname]
+        if not field.scorable:
+            return None
         btext = text if isinstance(text, bytes) else field.to_bytes(text)
-        key = self._term_key(fieldname, btext)
         with self._lock:
-            cached = key in self._cache
-        if not cached and field.scorable:
-            found = self._sparse(fieldname, btext, docnums)
-            if found is not None:
-                return _boosted(found, boost)
-        docs = self._term(fieldname, btext, boost)
-        return _restrict(docs, DocSet(docnums, numpy.zeros(len(docnums))), self.documents)
+            if self._term_key(fieldname, btext) in self._cache:
+                return None
+        return self._sparse(fieldname, btext, docnums)
+
+    def _estimate(self, query: Any) -> int | None:
+        """At most how many documents ``query`` matches, from the term tables alone (no
+        postings read); None for the parts that cannot be sized so."""
+        if type(query) is wq.Term:
+            if query.fieldname not in self.reader.schema:
+                return 0
+            field = self.reader.schema[query.fieldname]
+            text = query.text
+            btext = text if isinstance(text, bytes) else field.to_bytes(text)
+            return self._term_infos(query.fieldname, btext)[1]
+        if isinstance(query, Require | wq.Require | wq.And):
+            parts = (query.a, query.b) if isinstance(query, wq.Require) else query.subqueries
+            known = [size for size in map(self._estimate, parts) if size is not None]
+            return min(known) if known else None  # within the smallest part
+        if isinstance(query, wq.Or):
+            sizes = [self._estimate(sub) for sub in query.subqueries]
+            known = [size for size in sizes if size is not None]
+            return sum(known) if len(known) == len(sizes) else None
+        return None
+
+    def _filter_first(self, scored: Any, required: Any) -> bool:
+        """Whether a Require evaluates its filter first: when the filter is known to match
+        far fewer documents than the scored part may (a host's pages, "the")."""
+        filter_size = self._estimate(required)
+        if filter_size is None:
+            return False
+        scored_size = self._estimate(scored)
+        return scored_size is None or filter_size * SPARSE_RATIO <= scored_size
 
     def _sparse(self, fieldname: str, btext: bytes, docnums: numpy.ndarray) -> DocSet | None:
-        """:meth:`_term_at` from the blocks that may hold ``docnums``; None when the term is
-        better read whole (held by under :data:`SPARSE_RATIO` times as many documents, or
-        with postings inlined in a term table)."""
+        """:meth:`_partial` from the blocks that may hold ``docnums``; None when the term is
+        better read whole: held by under :data:`SPARSE_RATIO` times as many documents, with
+        postings inlined in a term table, or with more than 1/:data:`SPARSE_BLOCKS` of its
+        blocks holding one of them (an AND with a word of a thousand pages touches nearly
+        every block of a common word: reading it whole costs the same and is cached)."""
         found, frequency = self._term_infos(fieldname, btext)
         if not found:
             return EMPTY
         if frequency < SPARSE_RATIO * len(docnums):
             return None
-        ids: list[numpy.ndarray] = []
-        weights: list[numpy.ndarray] = []
+        reads: list[tuple[Any, int, postings.Directory, numpy.ndarray]] = []
+        touched = blocks_read = 0
         for leaf, offset, info in found:
             local = docnums[(docnums >= offset) & (docnums < offset + leaf.doc_count_all())]
             if len(local) == 0:
@@ -482,7 +537,15 @@ class VectorIndex:
             blocks = self._directory(leaf, offset, fieldname, btext, info)
             if blocks is None:
                 return None
-            read = postings.read_at(leaf, blocks, local - offset)
+            touched += postings.blocks_holding(blocks, local - offset)
+            blocks_read += len(blocks)
+            reads.append((leaf, offset, blocks, local - offset))
+        if touched * SPARSE_BLOCKS > blocks_read:
+            return None
+        ids: list[numpy.ndarray] = []
+        weights: list[numpy.ndarray] = []
+        for leaf, offset, blocks, local in reads:
+            read = postings.read_at(leaf, blocks, local)
             ids.append(read.ids + offset)
             weights.append(read.weights)
         if not ids:
@@ -540,11 +603,25 @@ class VectorIndex:
         they are evicted together (see _cached)."""
         return fieldname, btext, bool(self.reader.schema[fieldname].scorable)
 
-    def _forms(self, terms: list[wq.Term]) -> DocSet:
+    def _forms(self, terms: list[wq.Term], within: numpy.ndarray | None = None) -> DocSet:
         """The union of a word's forms (its stem in each language, as the query compiler
         writes a word): cached like a term, since every query with the word needs it and
         adding up a common word's forms costs more than looking up each of them. A word
-        found in one form only is that form's cached postings, not a second copy."""
+        found in one form only is that form's cached postings, not a second copy. Where
+        only ``within`` matters and some form is read in part there, the union is of the
+        forms as read (not cached)."""
+        if within is not None:
+            partial = [self._partial(term.fieldname, term.text, within) for term in terms]
+            if any(found is not None for found in partial):
+                return _union(
+                    [
+                        self._term(term.fieldname, term.text, term.boost)
+                        if found is None
+                        else _boosted(found, term.boost)
+                        for term, found in zip(terms, partial, strict=True)
+                    ],
+                    self.documents,
+                )
         parts = [self._term(term.fieldname, term.text, term.boost) for term in terms]
         present = [part for part in parts if len(part)]
         if len(present) <= 1:

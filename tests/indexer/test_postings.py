@@ -11,11 +11,13 @@ from typing import Any
 import numpy
 import pytest
 from whoosh import index as whoosh_index
+from whoosh import query as wq
 from whoosh.fields import ID, TEXT, Schema
 
 from indexer import postings
 from indexer.query import WEIGHTING
-from indexer.vector import SPARSE_RATIO, VectorIndex
+from indexer.require import Require
+from indexer.vector import SPARSE_RATIO, VectorIndex, _intersect
 from indexer.writer import BLOCK_POSTINGS, TunedSegmentWriter
 
 PAGES = 4_500
@@ -32,7 +34,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     writer = TunedSegmentWriter(ix, limitmb=16)
     for i in range(PAGES):
         often = " often" * (1 + i % 5) if i % 3 == 0 else ""
-        solo = " solo solo solo" if i == 1234 else ""
+        solo = " solo solo solo" if i == 1000 else ""
         writer.add_document(pid=str(i), body=f"common even even w{i}{often}{solo}")
     writer.commit()
     with ix.searcher() as searcher:
@@ -110,9 +112,9 @@ def test_a_block_info_pickled_another_way_is_still_found(tmp_path: Path) -> None
 
 
 def test_scores_at_a_few_documents_are_those_of_the_whole_term(index: Any) -> None:
-    """A common term scored at a few documents is read in part, and scores the same, to the
-    bit, as when its postings were loaded whole."""
-    asked = numpy.asarray([5, 6, 300, 1234, 3001, 4499], dtype=numpy.int64)
+    """A common term scored at a few documents in one of its blocks is read in part, and
+    scores the same, to the bit, as when its postings were loaded whole."""
+    asked = numpy.asarray([5, 7, 300, 1000, 1010, 1020], dtype=numpy.int64)  # block 0
     pairs = [("body", word, 1.5) for word in WORDS]
     sparse = VectorIndex(index, WEIGHTING)
     whole = VectorIndex(index, WEIGHTING)
@@ -121,11 +123,53 @@ def test_scores_at_a_few_documents_are_those_of_the_whole_term(index: Any) -> No
     assert PAGES >= SPARSE_RATIO * len(asked)
     got = sparse.scores_at(asked, pairs)
     assert got.tolist() == whole.scores_at(asked, pairs).tolist()
-    assert got[3] > got[2] > 0  # 1234 has "solo" too; 300 has "often"
+    assert min(got[3], got[2]) > got[1] > 0  # 1000 has "solo", 300 "often", 7 neither
     # The common words were read in part: their postings are not cached, their directories are.
     assert ("body", b"common", True) not in sparse._cache
     assert any(key[2] == b"common" for key in sparse._sparse_directories)
     assert sparse._directory_blocks == sum(len(d) for d in sparse._sparse_directories.values())
+
+
+def test_terms_whose_blocks_are_mostly_asked_for_are_read_whole(index: Any) -> None:
+    """Documents spread over most of a term's blocks: reading it whole costs as much and is
+    cached for the next query, so it is read whole."""
+    asked = numpy.asarray([5, 1100, 2200, 3300, 4400], dtype=numpy.int64)  # 5 of 5 blocks
+    sparse = VectorIndex(index, WEIGHTING)
+    got = sparse.scores_at(asked, [("body", "common", 1.0)])
+    assert ("body", b"common", True) in sparse._cache
+    whole = VectorIndex(index, WEIGHTING)
+    whole._term("body", "common", 1.0)
+    assert got.tolist() == whole.scores_at(asked, [("body", "common", 1.0)]).tolist()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["common w1000", "w1000 common even", "even often", "often solo common", "nothing common"],
+)
+def test_ands_read_common_words_in_part_and_find_what_whole_reads_find(
+    index: Any, text: str
+) -> None:
+    """An AND evaluates its parts smallest first, each where the ones before matched: the
+    same documents and scores as every part read whole and intersected."""
+    words = text.split()
+    query = wq.And([wq.Term("body", word) for word in words])
+    got = VectorIndex(index, WEIGHTING).evaluate(query)
+    whole = VectorIndex(index, WEIGHTING)
+    expected = whole._term("body", words[0], 1.0)
+    for word in words[1:]:
+        expected = _intersect(expected, whole._term("body", word, 1.0), PAGES)
+    assert got.ids.tolist() == expected.ids.tolist()
+    assert got.scores.tolist() == pytest.approx(expected.scores.tolist(), rel=1e-12)
+
+
+def test_a_filter_much_smaller_than_its_scored_part_is_evaluated_first(index: Any) -> None:
+    """ "site:host the": the filter's few pages first, the common word read in their block."""
+    index_ = VectorIndex(index, WEIGHTING)
+    query = Require(wq.Term("body", "common"), wq.Term("body", "w1000"))
+    got = index_.evaluate(query)
+    assert got.ids.tolist() == [1000]
+    assert got.scores.tolist() == index_.scores_at(got.ids, [("body", "common", 1.0)]).tolist()
+    assert ("body", b"common", True) not in index_._cache  # read in part, not whole
 
 
 def test_block_directories_kept_are_bounded(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
