@@ -69,6 +69,8 @@ POSITION_CHECKS = 16
 TERM_CHECKS = 64
 #: Word prefixes whose expansions are kept (a few dozen short strings each).
 EXPANSION_CACHE = 1024
+#: Terms whose term-table entries are kept (a few hundred bytes each).
+TERM_INFOS = 8192
 #: A term held by this many times more documents than a score is asked for is read only
 #: in the blocks that hold them (see VectorIndex._term_at): at 100 candidates, terms in over
 #: 6,400 documents, which have at least a few blocks of 1,024 postings to skip.
@@ -130,6 +132,7 @@ class VectorIndex:
             OrderedDict()
         )
         self._directory_blocks = 0
+        self._infos: dict[tuple[str, bytes], tuple[list[tuple[Any, int, Any]], int]] = {}
         self._lock = threading.Lock()
 
     # --- evaluation --------------------------------------------------------------------
@@ -652,7 +655,14 @@ class VectorIndex:
 
     def _term_infos(self, fieldname: str, btext: bytes) -> tuple[list[tuple[Any, int, Any]], int]:
         """Each segment holding a term, with its offset and the term's entry in the segment's
-        term table; and the document frequency summed over them (the idf's)."""
+        term table; and the document frequency summed over them (the idf's). Kept for the
+        next :data:`TERM_INFOS` asked: a search sizes its parts, then reads them, and each
+        lookup is a hash probe into every segment's term table."""
+        key = (fieldname, btext)
+        with self._lock:
+            known = self._infos.get(key)
+        if known is not None:
+            return known
         found: list[tuple[Any, int, Any]] = []
         frequency = 0
         for leaf, offset in self._leaves:
@@ -662,6 +672,10 @@ class VectorIndex:
                 continue
             frequency += info.doc_frequency()
             found.append((leaf, offset, info))
+        with self._lock:
+            if len(self._infos) >= TERM_INFOS:
+                self._infos.clear()
+            self._infos[key] = (found, frequency)
         return found, frequency
 
     def _load(self, fieldname: str, btext: bytes, scored: bool) -> DocSet:

@@ -185,3 +185,19 @@ def test_block_directories_kept_are_bounded(index: Any, monkeypatch: pytest.Monk
         assert sparse._directory_blocks == sum(len(d) for d in sparse._sparse_directories.values())
     assert [key[2] for key in sparse._sparse_directories] == [b"common"]
     assert sparse.scores_at(asked, [("body", "even", 1.0)]).tolist() == expected.tolist()
+
+
+def test_term_table_entries_kept_are_bounded(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Term-table entries are kept for the next lookup, never more than the bound."""
+    monkeypatch.setattr("indexer.vector.TERM_INFOS", 3)
+    kept = VectorIndex(index, WEIGHTING)
+    fresh = VectorIndex(index, WEIGHTING)
+    for word in ("common", "often", "even", "w77", "solo", "common", "nothing"):
+        query = wq.Term("body", word)
+        assert kept.evaluate(query).ids.tolist() == fresh.evaluate(query).ids.tolist()
+        assert len(kept._infos) <= 3
+    (segments, frequency), (expected, expected_frequency) = (
+        index_._term_infos("body", b"often") for index_ in (kept, fresh)
+    )
+    assert frequency == expected_frequency == PAGES // 3
+    assert [info.extent() for *_, info in segments] == [info.extent() for *_, info in expected]
