@@ -21,9 +21,11 @@ blocks that hold the candidates. A Whoosh node the evaluator does not know raise
 :class:`Unsupported`: a programming error, since it evaluates what :mod:`indexer.querylang`
 compiles.
 
-Posting blocks are read by :mod:`indexer.postings`. Scores at a few documents
-(:meth:`VectorIndex.scores_at`: the boost fields at the candidates of a ranking) read a common
-term only in the blocks that hold them.
+Posting blocks are read by :mod:`indexer.postings`. An AND's parts are evaluated smallest
+first (sized from the term tables), each within the documents the ones before matched, and a
+Require's filter first when it is far smaller; a common term wanted at a few documents only
+(those, or the boost fields at a ranking's candidates) is read in just the blocks that hold
+them, when that skips most of its blocks.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ EXPANSION_CACHE = 1024
 #: Terms whose term-table entries are kept (a few hundred bytes each).
 TERM_INFOS = 8192
 #: A term held by this many times more documents than a score is asked for is read only
-#: in the blocks that hold them (see VectorIndex._term_at): at 100 candidates, terms in over
+#: in the blocks that hold them (see VectorIndex._partial): at 100 candidates, terms in over
 #: 6,400 documents, which have at least a few blocks of 1,024 postings to skip.
 SPARSE_RATIO = 64
 #: ... and when at most 1/this of its blocks hold one of them.
