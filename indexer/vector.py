@@ -551,8 +551,13 @@ class VectorIndex:
         weights: list[numpy.ndarray] = []
         for leaf, offset, blocks, local in reads:
             read = postings.read_at(leaf, blocks, local)
-            ids.append(read.ids + offset)
-            weights.append(read.weights)
+            found_ids, found_weights = read.ids, read.weights
+            if leaf.has_deletions():  # never a deleted page, whoever asked for it
+                deleted = numpy.fromiter(leaf.deleted_docs_set, dtype=numpy.int64)
+                keep = ~numpy.isin(found_ids, deleted)
+                found_ids, found_weights = found_ids[keep], found_weights[keep]
+            ids.append(found_ids + offset)
+            weights.append(found_weights)
         if not ids:
             return EMPTY
         at = numpy.concatenate(ids)

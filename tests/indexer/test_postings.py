@@ -201,3 +201,24 @@ def test_term_table_entries_kept_are_bounded(index: Any, monkeypatch: pytest.Mon
     )
     assert frequency == expected_frequency == PAGES // 3
     assert [info.extent() for *_, info in segments] == [info.extent() for *_, info in expected]
+
+
+def test_terms_read_in_part_leave_out_deleted_pages(tmp_path: Path) -> None:
+    """A page deleted from the index is not found by reading a term in part, even when the
+    documents asked about include it (as they do not, coming from other terms' postings)."""
+    ix = whoosh_index.create_in(str(tmp_path), Schema(pid=ID(stored=True, unique=True), body=TEXT))
+    writer = TunedSegmentWriter(ix, limitmb=16)
+    for i in range(PAGES):
+        writer.add_document(pid=str(i), body=f"common w{i}")
+    writer.commit()
+    deleting = ix.writer()
+    deleting.delete_by_term("pid", "10")
+    deleting.commit(optimize=False)
+    with ix.searcher() as searcher:
+        index_ = VectorIndex(searcher, WEIGHTING)
+        asked = numpy.asarray([9, 10, 11], dtype=numpy.int64)
+        found = index_._partial("body", "common", asked)
+        assert found is not None  # read in part: 3 pages in one of 5 blocks
+        assert found.ids.tolist() == [9, 11]
+        assert index_._term("body", "common", 1.0).ids[:3].tolist() == [0, 1, 2]
+        assert 10 not in index_._term("body", "common", 1.0).ids.tolist()
