@@ -551,11 +551,7 @@ class VectorIndex:
         weights: list[numpy.ndarray] = []
         for leaf, offset, blocks, local in reads:
             read = postings.read_at(leaf, blocks, local)
-            found_ids, found_weights = read.ids, read.weights
-            if leaf.has_deletions():  # never a deleted page, whoever asked for it
-                deleted = numpy.fromiter(leaf.deleted_docs_set, dtype=numpy.int64)
-                keep = ~numpy.isin(found_ids, deleted)
-                found_ids, found_weights = found_ids[keep], found_weights[keep]
+            found_ids, found_weights = _undeleted(leaf, read.ids, read.weights)  # whoever asked
             ids.append(found_ids + offset)
             weights.append(found_weights)
         if not ids:
@@ -698,10 +694,7 @@ class VectorIndex:
             ids, weights = decoded.ids, decoded.weights
             if directory is not None:
                 directories[offset] = directory
-            if leaf.has_deletions():
-                deleted = numpy.fromiter(leaf.deleted_docs_set, dtype=numpy.int64)
-                keep = ~numpy.isin(ids, deleted)
-                ids, weights = ids[keep], weights[keep]
+            ids, weights = _undeleted(leaf, ids, weights)
             id_parts.append(ids + offset)
             weight_parts.append(weights)
         if not id_parts:
@@ -740,6 +733,16 @@ class VectorIndex:
             lengths = numpy.concatenate(parts) if parts else numpy.empty(0)
             norms = self._norms[fieldname] = weighting.K1 * ((1 - b) + b * lengths / average)
         return norms
+
+
+def _undeleted(
+    leaf: Any, ids: numpy.ndarray, weights: numpy.ndarray
+) -> tuple[numpy.ndarray, numpy.ndarray]:
+    """A segment's postings without its deleted pages (segment document numbers)."""
+    if not leaf.has_deletions():
+        return ids, weights
+    keep = ~numpy.isin(ids, numpy.fromiter(leaf.deleted_docs_set, dtype=numpy.int64))
+    return ids[keep], weights[keep]
 
 
 def _has_phrase(query: Any) -> bool:
