@@ -77,10 +77,7 @@ def decode(leaf: Any, fieldname: str, btext: bytes, info: Any) -> tuple[Postings
         block_deltas, block_weights = _block_data(buf, start, header, end)
         deltas.append(block_deltas)
         weights.append(block_weights)
-    directory = Directory(
-        numpy.asarray(starts, dtype=numpy.int64), numpy.asarray(last_ids, dtype=numpy.int64)
-    )
-    return Postings(_running_ids(deltas), numpy.concatenate(weights)), directory
+    return Postings(_running_ids(deltas), numpy.concatenate(weights)), _directory(starts, last_ids)
 
 
 def directory(leaf: Any, info: Any) -> Directory | None:
@@ -95,6 +92,10 @@ def directory(leaf: Any, info: Any) -> Directory | None:
     for start, header, _ in _blocks(buf, first):
         starts.append(start)
         last_ids.append(header[1])
+    return _directory(starts, last_ids)
+
+
+def _directory(starts: list[int], last_ids: list[int]) -> Directory:
     return Directory(
         numpy.asarray(starts, dtype=numpy.int64), numpy.asarray(last_ids, dtype=numpy.int64)
     )
@@ -121,9 +122,7 @@ def read_at(leaf: Any, blocks: Directory, wanted: numpy.ndarray) -> Postings:
     bounds = [*first_of.tolist(), len(which)]
     for index, block in enumerate(chosen.tolist()):
         start = int(blocks.starts[block])
-        (length,) = _BLOCK_LENGTH.unpack_from(buf, start)
-        end = start + _BLOCK_LENGTH.size + abs(length)
-        header = pickle.loads(buf[start + _BLOCK_LENGTH.size : end])
+        header, end, _ = _block_at(buf, start)
         deltas, weights = _block_data(buf, start, header, end)
         ids = numpy.cumsum(deltas, dtype=numpy.int64)
         asked = wanted[bounds[index] : bounds[index + 1]]
@@ -175,13 +174,20 @@ def _place(leaf: Any, info: Any) -> tuple[Any, int] | None:
 def _blocks(buf: Any, start: int) -> Iterator[tuple[int, tuple[Any, ...], int]]:
     """Each block's start, unpickled info and end, from the first block at ``start``."""
     while True:
-        (length,) = _BLOCK_LENGTH.unpack_from(buf, start)
-        end = start + _BLOCK_LENGTH.size + abs(length)
-        # pickle.loads stops at the info's last opcode: the data after it is not read.
-        yield start, pickle.loads(buf[start + _BLOCK_LENGTH.size : end]), end
-        if length < 0:  # Whoosh marks a term's last block with a negative length
+        header, end, last = _block_at(buf, start)
+        yield start, header, end
+        if last:
             return
         start = end
+
+
+def _block_at(buf: Any, start: int) -> tuple[tuple[Any, ...], int, bool]:
+    """The block at ``start``: its unpickled info, its end, and whether it is the term's
+    last (Whoosh marks the last block with a negative length)."""
+    (length,) = _BLOCK_LENGTH.unpack_from(buf, start)
+    end = start + _BLOCK_LENGTH.size + abs(length)
+    # pickle.loads stops at the info's last opcode: the data after it is not read.
+    return pickle.loads(buf[start + _BLOCK_LENGTH.size : end]), end, length < 0
 
 
 def _block_data(

@@ -487,7 +487,7 @@ class VectorIndex:
         field = self.reader.schema[fieldname]
         if not field.scorable:
             return None
-        btext = text if isinstance(text, bytes) else field.to_bytes(text)
+        btext = _term_bytes(field, text)
         with self._lock:
             if self._term_key(fieldname, btext) in self._cache:
                 return None
@@ -499,9 +499,7 @@ class VectorIndex:
         if type(query) is wq.Term:
             if query.fieldname not in self.reader.schema:
                 return 0
-            field = self.reader.schema[query.fieldname]
-            text = query.text
-            btext = text if isinstance(text, bytes) else field.to_bytes(text)
+            btext = _term_bytes(self.reader.schema[query.fieldname], query.text)
             return self._term_infos(query.fieldname, btext)[1]
         if isinstance(query, Require | wq.Require | wq.And):
             parts = (query.a, query.b) if isinstance(query, wq.Require) else query.subqueries
@@ -599,7 +597,7 @@ class VectorIndex:
         if fieldname not in self.reader.schema:
             return EMPTY
         field = self.reader.schema[fieldname]
-        btext = text if isinstance(text, bytes) else field.to_bytes(text)
+        btext = _term_bytes(field, text)
         key = self._term_key(fieldname, btext)
         loaded = self._cached(key, self._load, *key)
         return _boosted(loaded, boost)
@@ -733,6 +731,11 @@ class VectorIndex:
             lengths = numpy.concatenate(parts) if parts else numpy.empty(0)
             norms = self._norms[fieldname] = weighting.K1 * ((1 - b) + b * lengths / average)
         return norms
+
+
+def _term_bytes(field: Any, text: str | bytes) -> bytes:
+    """A term as its field indexes it (query terms arrive as text, expansions as bytes)."""
+    return text if isinstance(text, bytes) else field.to_bytes(text)
 
 
 def _undeleted(
