@@ -36,7 +36,8 @@ from whoosh.writing import PostingPool
 POSTING_BYTES = 80
 
 Posting = tuple[str, bytes, int, float, bytes]
-#: One term's postings: field, term, document numbers ("I"), weights ("f"), encoded values.
+#: One term's postings: field, term, document numbers ("I"), weights ("f"), encoded values
+#: (none for a format without values: Whoosh writes no empty value either).
 TermPostings = tuple[str, bytes, array, array, list[bytes]]
 
 
@@ -69,7 +70,8 @@ class BoundedPool(PostingPool):
             self._unordered.add((fieldname, tbytes))
         ids.append(docnum)
         weights.append(weight)
-        values.append(vbytes)
+        if vbytes:
+            values.append(vbytes)
         self._count += 1
         if self._count > self.peak_postings:  # inline: once per posting of every merge
             self.peak_postings = self._count
@@ -102,7 +104,8 @@ class BoundedPool(PostingPool):
                 self._unordered.add((fieldname, tbytes))
             ids.append(docnum)
             weights.append(weight * boost)
-            values.append(vbytes)
+            if vbytes:
+                values.append(vbytes)
             length += freq
             count += 1
             if count >= room:
@@ -161,14 +164,18 @@ class BoundedPool(PostingPool):
             handle.close()
             self._remove_run(path)
 
-    def iter_postings(self) -> Iterator[Posting]:
-        """Every posting in (field, term, document) order, as Whoosh's field writer takes them."""
+    def iter_terms(self) -> Iterator[TermPostings]:
+        """Every term's postings in (field, term) order, each in document order."""
         if not self.runs:
-            return _flatten(self._sorted_terms())
+            return self._sorted_terms()
         sources: list[Iterable[TermPostings]] = [self._read_run(path) for path in self.runs]
         sources.append(self._sorted_terms())  # the newest postings: the last run
         self.runs = []
-        return _flatten(_merge_terms(sources))
+        return _merge_terms(sources)
+
+    def iter_postings(self) -> Iterator[Posting]:
+        """Every posting in (field, term, document) order, as Whoosh's field writer takes them."""
+        return _flatten(self.iter_terms())
 
     def cleanup(self) -> None:
         # Whoosh's own cleanup removes run paths from the working directory, not the
@@ -212,11 +219,12 @@ def _in_order(ids: array, weights: array, values: list[bytes]) -> tuple[array, a
     return (
         array("I", (ids[i] for i in order)),
         array("f", (weights[i] for i in order)),
-        [values[i] for i in order],
+        [values[i] for i in order] if values else values,
     )
 
 
 def _flatten(terms: Iterable[TermPostings]) -> Iterator[Posting]:
     for fieldname, tbytes, ids, weights, values in terms:
-        for docnum, weight, vbytes in zip(ids, weights, values, strict=True):
+        every = values or itertools.repeat(b"", len(ids))
+        for docnum, weight, vbytes in zip(ids, weights, every, strict=True):
             yield fieldname, tbytes, docnum, weight, vbytes

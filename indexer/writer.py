@@ -32,6 +32,7 @@ import operator
 import pickle
 import zlib
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 # The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
@@ -39,7 +40,7 @@ from whoosh.codec import whoosh3
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
-from indexer.pool import BoundedPool
+from indexer.pool import BoundedPool, TermPostings
 from indexer.termtable import CompactTermTable
 
 #: zlib level for posting blocks; 0 stores them uncompressed. Whoosh keeps a block's document
@@ -80,6 +81,34 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
                 self._minlength = length
             if length > self._maxlength:
                 self._maxlength = length
+
+    def add_term_postings(
+        self, ids: array, weights: array, values: list[bytes], lengths: array | None
+    ) -> None:
+        """A whole term's postings at once, block by block, as :meth:`add_posting` one by
+        one would write them: the same blocks, statistics and bytes (the last block is left
+        buffered for ``finish_postings``, as there).
+
+        ``values`` is empty for formats without values; ``lengths`` is the field's length
+        of every document of the segment (0: none), None for an unscored field. Writing a
+        20,000-page segment posting by posting through Whoosh's field writer was a quarter
+        of a build's CPU: five Python calls and a dozen comparisons for each of 8.7 million
+        postings, where a block's statistics are one ``max`` and one ``min`` over arrays.
+        """
+        limit = self._blocklimit
+        for start in range(0, len(ids), limit):
+            if start:
+                self._write_block()
+            block = ids[start : start + limit]
+            self._ids = block
+            self._weights = weights[start : start + limit]
+            self._values = values[start : start + limit]
+            self._maxweight = max(0.0, max(self._weights))
+            if lengths is not None:
+                present = [length for length in map(lengths.__getitem__, block) if length]
+                if present:
+                    self._minlength = min(present)
+                    self._maxlength = max(present)
 
     def _write_block(self, last: bool = False) -> None:
         """Whoosh's block layout (length, pickled block info, pickled data), with the data
@@ -184,12 +213,16 @@ class _Lengths:
         self._tables: dict[str, array | None] = {}
 
     def doc_field_length(self, docnum: int, fieldname: str, default: int = 0) -> int | None:
-        if fieldname not in self._tables:
-            self._tables[fieldname] = self._load(fieldname)
-        table = self._tables[fieldname]
+        table = self.table(fieldname)
         if table is None:
             return default
         return table[docnum] or None
+
+    def table(self, fieldname: str) -> array | None:
+        """Every document's length in ``fieldname`` (0: none), or None for an unscored field."""
+        if fieldname not in self._tables:
+            self._tables[fieldname] = self._load(fieldname)
+        return self._tables[fieldname]
 
     def _load(self, fieldname: str) -> array | None:
         column = self._reader._cached_reader(whoosh3._lenfield(fieldname), whoosh3.LENGTHS_COLUMN)
@@ -256,7 +289,29 @@ class TunedSegmentWriter(SegmentWriter):
         self.perdocwriter.close()
         reader = self.per_document_reader()
         try:
-            self.fieldwriter.add_postings(self.schema, _Lengths(reader), self.pool.iter_postings())
+            _write_terms(self.fieldwriter, self.schema, _Lengths(reader), self.pool.iter_terms())
         finally:
             self.fieldwriter.close()
             reader.close()
+
+
+def _write_terms(
+    fieldwriter: Any, schema: Any, lengths: _Lengths, terms: Iterable[TermPostings]
+) -> None:
+    """Whoosh's ``FieldWriter.add_postings`` a term at a time instead of a posting at a time
+    (:meth:`_PostingsWriter.add_term_postings`): the pool already holds each term's postings
+    as arrays, in (field, term) order."""
+    current = None
+    table: array | None = None
+    for fieldname, tbytes, ids, weights, values in terms:
+        if fieldname != current:
+            if current is not None:
+                fieldwriter.finish_field()
+            fieldwriter.start_field(fieldname, schema[fieldname])
+            current = fieldname
+            table = lengths.table(fieldname)
+        fieldwriter.start_term(tbytes)
+        fieldwriter._postwriter.add_term_postings(ids, weights, values, table)
+        fieldwriter.finish_term()
+    if current is not None:
+        fieldwriter.finish_field()

@@ -139,8 +139,16 @@ INTERNALS: list[Internal] = [
     *_parameters("indexer/writer.py", f"{W3}.W3Codec.postings_writer", "byteids"),
     *_instance("indexer/writer.py", f"{W3}.W3Codec", "_blocklimit", "_compression", "_inlinelimit"),
     *_class("indexer/writer.py", f"{W3}.W3PerDocReader", "_cached_reader", "doc_field_length"),
-    *_class("indexer/writer.py", f"{W3}.W3FieldWriter", "add_postings"),
-    *_instance("indexer/writer.py", f"{W3}.W3FieldWriter", "_tindex"),
+    *_class(
+        "indexer/writer.py",
+        f"{W3}.W3FieldWriter",
+        "add_postings",
+        "start_field",
+        "start_term",
+        "finish_term",
+        "finish_field",
+    ),
+    *_instance("indexer/writer.py", f"{W3}.W3FieldWriter", "_tindex", "_postwriter"),
     # indexer/termtable.py: Whoosh's term-table writer with its pending entries in arrays.
     *_module("indexer/termtable.py", "whoosh.filedb", "filetables"),
     *_module("indexer/termtable.py", "whoosh.filedb.filetables", "OrderedHashWriter", "_lengths"),

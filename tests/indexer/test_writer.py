@@ -102,3 +102,47 @@ def test_term_length_bounds_match_whooshs_own_writer(tmp_path: Path) -> None:
     assert len(ours) > 20
     assert any(longest > 20 for _, longest in ours.values())
     assert ours == theirs
+
+
+def _segment_files(directory: Path, per_posting: bool, monkeypatch: Any) -> dict[str, bytes]:
+    """The postings and term-table files of one segment of :data:`DOCUMENTS` (plus a term
+    in more than two blocks), flushed a term at a time or through Whoosh's field writer a
+    posting at a time."""
+    from indexer import writer as writer_module
+
+    if per_posting:
+
+        def whooshs(fieldwriter: Any, schema: Any, lengths: Any, terms: Any) -> None:
+            fieldwriter.add_postings(schema, lengths, pool_postings(terms))
+
+        monkeypatch.setattr(writer_module, "_write_terms", whooshs)
+    monkeypatch.setattr(writer_module, "BLOCK_POSTINGS", 16)
+    directory.mkdir()
+    ix = whoosh_index.create_in(str(directory), build_schema())
+    writer = TunedSegmentWriter(ix, limitmb=1)
+    writer.compound = False  # the segment's files on their own, to compare
+    for document in [*DOCUMENTS, *DOCUMENTS]:
+        writer.add_document(**document)
+    writer.commit()
+    return {
+        path.suffix: path.read_bytes()
+        for path in directory.iterdir()
+        if path.suffix in (".pst", ".trm")
+    }
+
+
+def pool_postings(terms: Any) -> Any:
+    from indexer.pool import _flatten
+
+    return _flatten(terms)
+
+
+def test_term_at_a_time_flush_writes_the_bytes_whoosh_writes(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    ours = _segment_files(tmp_path / "ours", per_posting=False, monkeypatch=monkeypatch)
+    with monkeypatch.context() as patched:
+        theirs = _segment_files(tmp_path / "whoosh", per_posting=True, monkeypatch=patched)
+    assert set(ours) == {".pst", ".trm"}
+    assert len(ours[".pst"]) > 10_000
+    assert ours == theirs
