@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from indexer.analysis import (
+    analyze_parts,
     CACHE_LIMIT,
     MAX_WORD_CHARS,
     TermMaker,
@@ -161,7 +162,53 @@ def test_the_word_cache_stays_bounded_on_endless_distinct_words() -> None:
     maker = TermMaker("en")
     junk = " ".join(f"zq{i}x" for i in range(CACHE_LIMIT + 5_000))
     found, used = maker.positions(junk + " running")
-    assert len(maker._cache) <= CACHE_LIMIT
+    assert len(maker._cache) + len(maker._old) <= 2 * CACHE_LIMIT
     assert used == CACHE_LIMIT + 5_001
-    assert found["run"] == [CACHE_LIMIT + 5_000]  # terms stay right across a clearing
+    assert found["run"] == [CACHE_LIMIT + 5_000]  # terms stay right across a turn
     assert maker.term("zq7x") == "zq7x"
+    more = " ".join(f"zr{i}x" for i in range(3 * CACHE_LIMIT))
+    maker.positions(more)
+    assert len(maker._cache) + len(maker._old) <= 2 * CACHE_LIMIT
+
+
+def test_words_in_use_survive_the_caches_turns() -> None:
+    # The cache drops its old generation when the new one fills: a word seen in every
+    # generation moves along and is stemmed once, however many rare words pass through.
+    maker = TermMaker("en")
+    stem = maker._stem
+    assert stem is not None
+    stemmed: list[str] = []
+
+    def counting(word: str) -> str:
+        stemmed.append(word)
+        return stem(word)
+
+    maker._stem = counting
+    rare = iter(range(10**9))
+    for _ in range(4 * CACHE_LIMIT // 1000):
+        maker.positions("running " + " ".join(f"zq{next(rare)}x" for _ in range(1000)))
+    assert stemmed.count("running") == 1
+    assert len(stemmed) == 4 * CACHE_LIMIT + 1  # every rare word once: none came back
+    assert maker.term("running") == "run"
+
+
+def test_parts_are_numbered_on_with_a_gap_between_them() -> None:
+    # The parts of one field (title, body, anchors...) share the field's positions: each
+    # part starts `gap` positions after the one before ends, so no phrase spans two parts.
+    parts = [("The cat sat", True), ("", True), ("cat 東京 cat", False), ("sat down", True)]
+    seen: set[str] = set()
+    merged = analyze_parts("en", parts, 100, seen).positions
+    maker = term_maker("en")
+    expected: dict[str, list[int]] = {}
+    base = 0
+    for text, _ in parts:
+        if not text:
+            continue
+        found, used = maker.positions(text)
+        for term, positions in found.items():
+            expected.setdefault(term, []).extend(base + p for p in positions)
+        base += used + 100
+    assert merged == expected
+    assert merged["cat"] == [1, 103, 106]
+    assert merged["sat"] == [2, 207]
+    assert seen == {"The", "cat", "sat", "down"}
