@@ -106,10 +106,11 @@ def test_term_length_bounds_match_whooshs_own_writer(tmp_path: Path) -> None:
 
 def _segment_files(directory: Path, per_posting: bool, monkeypatch: Any) -> dict[str, bytes]:
     """The postings and term-table files of one segment of :data:`DOCUMENTS` (plus a term
-    in more than two blocks), flushed a term at a time or through Whoosh's field writer a
-    posting at a time."""
+    in more than two blocks), flushed a term at a time (blocks of 8 or more postings taken
+    with numpy) or through Whoosh's field writer a posting at a time (no numpy)."""
     from indexer import writer as writer_module
 
+    monkeypatch.setattr(writer_module, "NUMPY_POSTINGS", 10**9 if per_posting else 8)
     if per_posting:
 
         def whooshs(fieldwriter: Any, schema: Any, lengths: Any, terms: Any) -> None:
