@@ -151,7 +151,10 @@ POSITIONS_COLUMN = "textpos"
 PAIRS_COLUMN = "textpairs"
 
 
-_POSITIONS_HEADER = struct.Struct("<IIB")  # term count, position count, has secondary
+_POSITIONS_HEADER = struct.Struct("<IIB")  # term count, position count, flags
+#: Flags of the header: a second array follows; the arrays are 16-bit (fewer than 32,768
+#: terms: nearly every page). Indexes written before the 16-bit arrays have flags 0 or 1.
+_SECONDARY, _NARROW = 1, 2
 
 
 def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
@@ -159,9 +162,10 @@ def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
     :data:`PAIRS_COLUMN` values.
 
     Positions are: the document's distinct terms, then the term number at each position (-1
-    for none), as machine integers, compressed. Chinese, Japanese and Korean text puts two
-    terms (character and bigram) at one position; the second goes in a second array.
-    Decoding is a split and two ``frombuffer`` calls (:class:`DocumentPositions`).
+    for none), as machine integers (16-bit when the terms allow, half the bytes to compress
+    and store), compressed. Chinese, Japanese and Korean text puts two terms (character and
+    bigram) at one position; the second goes in a second array. Decoding is a split and two
+    ``frombuffer`` calls (:class:`DocumentPositions`).
     """
     terms = list(positions)
     if not terms:
@@ -174,20 +178,25 @@ def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
     size = int(where.max()) + 1
     primary = numpy.full(size, -1, dtype=numpy.int32)
     secondary = numpy.full(size, -1, dtype=numpy.int32)
-    order = numpy.argsort(where, kind="stable")
-    where, which = where[order], which[order]
-    repeated = numpy.zeros(len(where), dtype=bool)
-    repeated[1:] = where[1:] == where[:-1]
-    primary[where[~repeated]] = which[~repeated]
-    secondary[where[repeated]] = which[repeated]
-    has_secondary = bool(repeated.any())
+    primary[where] = which
+    has_secondary = int(numpy.count_nonzero(primary >= 0)) < len(where)
+    if has_secondary:  # CJK: the first term of each position in primary, the other after
+        order = numpy.argsort(where, kind="stable")
+        where, which = where[order], which[order]
+        repeated = numpy.zeros(len(where), dtype=bool)
+        repeated[1:] = where[1:] == where[:-1]
+        primary[where[~repeated]] = which[~repeated]
+        secondary[where[repeated]] = which[repeated]
+    narrow = len(terms) <= numpy.iinfo(numpy.int16).max
+    stored = numpy.int16 if narrow else numpy.int32
+    flags = (_SECONDARY if has_secondary else 0) | (_NARROW if narrow else 0)
     parts = [
-        _POSITIONS_HEADER.pack(len(terms), size, has_secondary),
+        _POSITIONS_HEADER.pack(len(terms), size, flags),
         "\x00".join(terms).encode("utf-8"),
-        primary.tobytes(),
+        primary.astype(stored).tobytes(),
     ]
     if has_secondary:
-        parts.append(secondary.tobytes())
+        parts.append(secondary.astype(stored).tobytes())
     header_and_terms = parts[0] + struct.pack("<I", len(parts[1])) + parts[1]
     return {
         POSITIONS_COLUMN: zlib.compress(header_and_terms + b"".join(parts[2:]), 1),
@@ -212,16 +221,17 @@ class DocumentPositions:
         if not blob:
             return
         raw = zlib.decompress(blob)
-        _count, size, has_secondary = _POSITIONS_HEADER.unpack_from(raw)
+        _count, size, flags = _POSITIONS_HEADER.unpack_from(raw)
         at = _POSITIONS_HEADER.size
         (terms_length,) = struct.unpack_from("<I", raw, at)
         at += 4
         self._terms = b"\x00" + raw[at : at + terms_length] + b"\x00"
         at += terms_length
-        self._primary = numpy.frombuffer(raw, dtype=numpy.int32, count=size, offset=at)
-        if has_secondary:
+        stored = numpy.dtype(numpy.int16 if flags & _NARROW else numpy.int32)
+        self._primary = numpy.frombuffer(raw, dtype=stored, count=size, offset=at)
+        if flags & _SECONDARY:
             self._secondary = numpy.frombuffer(
-                raw, dtype=numpy.int32, count=size, offset=at + 4 * size
+                raw, dtype=stored, count=size, offset=at + stored.itemsize * size
             )
 
     def number(self, term: str) -> int | None:

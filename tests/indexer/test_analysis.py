@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from indexer.analysis import (
-    analyze_parts,
     CACHE_LIMIT,
     MAX_WORD_CHARS,
     TermMaker,
+    analyze_parts,
     detect_language,
     fold,
     primary_language,

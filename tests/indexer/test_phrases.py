@@ -144,6 +144,31 @@ def test_document_positions_round_trip_including_cjk_pairs() -> None:
     assert DocumentPositions(b"").of("cat").tolist() == []
 
 
+def test_positions_of_many_terms_and_of_older_indexes_decode() -> None:
+    # Positions are 16-bit numbers when a page has fewer than 32,768 distinct terms, 32-bit
+    # beyond; indexes written before the 16-bit form (header flags 0 or 1) still read.
+    import struct
+    import zlib
+
+    from indexer.schema import POSITIONS_COLUMN, DocumentPositions, text_columns
+
+    narrow = {"cat": [0, 2], "東": [1], "東京": [1]}
+    wide = {f"t{n}": [n] for n in range(40_000)}
+    wide["cat"] = [40_000, 40_002]
+    for found in (narrow, wide):
+        blob = text_columns(found)[POSITIONS_COLUMN]
+        decoded = DocumentPositions(blob)
+        assert decoded.of("cat").tolist() == found["cat"]
+        assert decoded.holds(["t39999", "cat"] if found is wide else ["東京", "cat"])
+    assert len(text_columns(narrow)[POSITIONS_COLUMN]) < 60
+    terms = b"cat\x00dog"
+    older = struct.pack("<IIB", 2, 3, 0) + struct.pack("<I", len(terms)) + terms
+    older += struct.pack("<3i", 0, 1, 0)
+    decoded = DocumentPositions(zlib.compress(older))
+    assert decoded.of("cat").tolist() == [0, 2]
+    assert decoded.holds(["cat", "dog", "cat"])
+
+
 _PHRASE_WORDS = ["the", "cat", "sat", "on", "mat", "東京", "都", "a"]
 
 
