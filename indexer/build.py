@@ -27,6 +27,7 @@ workers (what ``MpWriter`` does) and a single-threaded merge at the end.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
@@ -236,21 +237,30 @@ def _parallel_shares(
     engine.dispose()
     context = multiprocessing.get_context("fork")
     done = context.Value("q", 0)
-    with ProcessPoolExecutor(
-        max_workers=job.workers, mp_context=context, initializer=_init_worker, initargs=(done,)
-    ) as pool:
-        futures: list[Future[tuple[Any, Counter[str], int]]] = [
-            pool.submit(_share_worker, job, share) for share in range(job.workers)
-        ]
-        # The parent's own work while the workers index: the link analysis.
-        rank_clock = time.perf_counter()
-        scores = _compute_scores(engine)
-        rank_clock = time.perf_counter() - rank_clock
-        while not all(future.done() for future in futures):
-            if progress is not None:
-                progress(min(done.value, total), total)
-            time.sleep(0.25)
-        results = [future.result() for future in futures]
+    # What the parent holds when it forks (modules, the hub and redirect sets, a caller's
+    # own data) is never freed by a worker, yet every full collection in a worker walked it
+    # again: a parent holding 5 million objects made two workers spend 112 CPU s on the
+    # 20,000-page store instead of 93; frozen, 98. Freezing also keeps the workers' garbage
+    # collector from writing to, and so copying, the pages those objects share with the parent.
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(
+            max_workers=job.workers, mp_context=context, initializer=_init_worker, initargs=(done,)
+        ) as pool:
+            futures: list[Future[tuple[Any, Counter[str], int]]] = [
+                pool.submit(_share_worker, job, share) for share in range(job.workers)
+            ]
+            # The parent's own work while the workers index: the link analysis.
+            rank_clock = time.perf_counter()
+            scores = _compute_scores(engine)
+            rank_clock = time.perf_counter() - rank_clock
+            while not all(future.done() for future in futures):
+                if progress is not None:
+                    progress(min(done.value, total), total)
+                time.sleep(0.25)
+            results = [future.result() for future in futures]
+    finally:
+        gc.unfreeze()
     if progress is not None:
         progress(total, total)
     vocabulary = Vocabulary()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from pathlib import Path
@@ -261,6 +262,7 @@ def test_parallel_build_matches_the_single_process_build(store: Store, tmp_path:
         expected_total = searcher.search("alpha").total
     parallel = store.index(rebuild=True, procs=2)
     assert parallel.documents == serial.documents == 60
+    assert gc.get_freeze_count() == 0  # frozen for the fork only: the parent collects again
     with store.searcher() as searcher:
         results = searcher.search("alpha")
         assert results.total == expected_total
