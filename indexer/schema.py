@@ -176,31 +176,32 @@ def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
     )
     which = numpy.repeat(numpy.arange(len(terms), dtype=numpy.int32), lengths)
     size = int(where.max()) + 1
-    primary = numpy.full(size, -1, dtype=numpy.int32)
-    secondary = numpy.full(size, -1, dtype=numpy.int32)
+    narrow = len(terms) <= numpy.iinfo(numpy.int16).max
+    stored = numpy.dtype(numpy.int16 if narrow else numpy.int32)
+    primary: numpy.ndarray = numpy.full(size, -1, dtype=stored)
     primary[where] = which
-    has_secondary = int(numpy.count_nonzero(primary >= 0)) < len(where)
-    if has_secondary:  # CJK: the first term of each position in primary, the other after
+    secondary: numpy.ndarray | None = None
+    if int(numpy.count_nonzero(primary >= 0)) < len(where):
+        # CJK: two terms at a position, the first in primary, the other in secondary.
         order = numpy.argsort(where, kind="stable")
         where, which = where[order], which[order]
         repeated = numpy.zeros(len(where), dtype=bool)
         repeated[1:] = where[1:] == where[:-1]
         primary[where[~repeated]] = which[~repeated]
+        secondary = numpy.full(size, -1, dtype=stored)
         secondary[where[repeated]] = which[repeated]
-    narrow = len(terms) <= numpy.iinfo(numpy.int16).max
-    stored = numpy.int16 if narrow else numpy.int32
-    flags = (_SECONDARY if has_secondary else 0) | (_NARROW if narrow else 0)
+    flags = (_SECONDARY if secondary is not None else 0) | (_NARROW if narrow else 0)
     parts = [
         _POSITIONS_HEADER.pack(len(terms), size, flags),
         "\x00".join(terms).encode("utf-8"),
-        primary.astype(stored).tobytes(),
+        primary.tobytes(),
     ]
-    if has_secondary:
-        parts.append(secondary.astype(stored).tobytes())
+    if secondary is not None:
+        parts.append(secondary.tobytes())
     header_and_terms = parts[0] + struct.pack("<I", len(parts[1])) + parts[1]
     return {
         POSITIONS_COLUMN: zlib.compress(header_and_terms + b"".join(parts[2:]), 1),
-        PAIRS_COLUMN: pairfilter.encode(terms, primary, secondary if has_secondary else None),
+        PAIRS_COLUMN: pairfilter.encode(terms, primary, secondary),
     }
 
 

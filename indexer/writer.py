@@ -61,37 +61,19 @@ NUMPY_POSTINGS = 64
 
 
 class _PostingsWriter(whoosh3.W3PostingsWriter):
-    """Whoosh's postings writer without its four ``assert isinstance`` checks per posting
-    (our postings come from our own fields, their types are known)."""
+    """Whoosh's postings writer, given a term's postings whole (:meth:`add_term_postings`)
+    and writing blocks of machine arrays (:meth:`_write_block`)."""
 
     # Whoosh's per-block state, which its untyped base class sets up.
     _maxweight: float
     _minlength: int | None
     _maxlength: int
 
-    def add_posting(
-        self, id_: int, weight: float, vbytes: bytes, length: int | None = None
-    ) -> None:
-        if len(self._ids) >= self._blocklimit:
-            self._write_block()
-        self._ids.append(id_)
-        self._weights.append(weight)
-        if weight > self._maxweight:
-            self._maxweight = weight
-        if vbytes:
-            self._values.append(vbytes)
-        if length:
-            minlength = self._minlength
-            if minlength is None or length < minlength:
-                self._minlength = length
-            if length > self._maxlength:
-                self._maxlength = length
-
     def add_term_postings(
         self, ids: array, weights: array, values: list[bytes], lengths: array | None
     ) -> None:
-        """A whole term's postings at once, block by block, as :meth:`add_posting` one by
-        one would write them: the same blocks, statistics and bytes (the last block is left
+        """A whole term's postings at once, block by block, as Whoosh's ``add_posting`` one
+        by one would write them: the same blocks, statistics and bytes (the last block is left
         buffered for ``finish_postings``, as there).
 
         ``values`` is empty for formats without values; ``lengths`` is the field's length
@@ -167,18 +149,11 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
         ids = self._ids
         if len(ids) >= NUMPY_POSTINGS:
             spread = numpy.diff(_numbers(ids), prepend=numpy.uint32(0))
-            widest = int(spread.max())
-            for code, dtype in (("B", numpy.uint8), ("H", numpy.uint16)):
-                if widest < 1 << (8 * numpy.dtype(dtype).itemsize):
-                    return array(code, spread.astype(dtype).tobytes())
-            return array("I", spread.tobytes())
+            code = _narrowest(int(spread.max()))
+            return array(code, spread.astype(_DTYPES[code]).tobytes())
         deltas = array("I", map(operator.sub, ids, itertools.chain((0,), ids)))
-        widest = max(deltas)
-        if widest < 1 << 8:
-            return array("B", deltas)
-        if widest < 1 << 16:
-            return array("H", deltas)
-        return deltas
+        code = _narrowest(max(deltas))
+        return deltas if code == "I" else array(code, deltas)
 
     def _mini_weights(self) -> array | float | None:
         """The weights (term frequencies) as the machine array they are kept in, for the same
@@ -192,6 +167,20 @@ class _PostingsWriter(whoosh3.W3PostingsWriter):
         if same:
             return None if first == 1.0 else first
         return weights
+
+
+#: The array type codes of block deltas, narrowest first, with their numpy types.
+_DTYPES: dict[str, type[numpy.unsignedinteger[Any]]] = {
+    "B": numpy.uint8,
+    "H": numpy.uint16,
+    "I": numpy.uint32,
+}
+_LARGEST = [(code, int(numpy.iinfo(dtype).max)) for code, dtype in _DTYPES.items()]
+
+
+def _narrowest(widest: int) -> str:
+    """The type code of the narrowest unsigned array that holds numbers up to ``widest``."""
+    return next(code for code, largest in _LARGEST if widest <= largest)
 
 
 def _numbers(ids: array) -> numpy.ndarray:

@@ -8,6 +8,7 @@ from typing import Any
 from whoosh import index as whoosh_index
 from whoosh.writing import SegmentWriter
 
+from indexer.pool import _flatten
 from indexer.schema import build_schema
 from indexer.writer import TunedSegmentWriter
 from tests.indexer.conftest import every_posting
@@ -107,14 +108,15 @@ def test_term_length_bounds_match_whooshs_own_writer(tmp_path: Path) -> None:
 def _segment_files(directory: Path, per_posting: bool, monkeypatch: Any) -> dict[str, bytes]:
     """The postings and term-table files of one segment of :data:`DOCUMENTS` (plus a term
     in more than two blocks), flushed a term at a time (blocks of 8 or more postings taken
-    with numpy) or through Whoosh's field writer a posting at a time (no numpy)."""
+    with numpy) or through Whoosh's field writer and postings writer a posting at a time (no
+    numpy)."""
     from indexer import writer as writer_module
 
     monkeypatch.setattr(writer_module, "NUMPY_POSTINGS", 10**9 if per_posting else 8)
     if per_posting:
 
         def whooshs(fieldwriter: Any, schema: Any, lengths: Any, terms: Any) -> None:
-            fieldwriter.add_postings(schema, lengths, pool_postings(terms))
+            fieldwriter.add_postings(schema, lengths, _flatten(terms))
 
         monkeypatch.setattr(writer_module, "_write_terms", whooshs)
     monkeypatch.setattr(writer_module, "BLOCK_POSTINGS", 16)
@@ -130,12 +132,6 @@ def _segment_files(directory: Path, per_posting: bool, monkeypatch: Any) -> dict
         for path in directory.iterdir()
         if path.suffix in (".pst", ".trm")
     }
-
-
-def pool_postings(terms: Any) -> Any:
-    from indexer.pool import _flatten
-
-    return _flatten(terms)
 
 
 def test_term_at_a_time_flush_writes_the_bytes_whoosh_writes(
