@@ -39,6 +39,7 @@ import numpy
 
 # The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.codec import whoosh3
+from whoosh.filedb.structfile import StructFile
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
@@ -188,14 +189,48 @@ def _numbers(ids: array) -> numpy.ndarray:
     return numpy.frombuffer(ids, dtype=numpy.uint32)
 
 
+class _CountingFile(StructFile):
+    """A written file that knows its position without asking the operating system.
+
+    A buffered file's ``tell()`` is an ``lseek`` system call each time, and a segment's
+    postings and term files are asked for theirs three times a term (where its postings
+    start and end, where its entry goes): 4.5 % of a 20,000-page build's CPU.
+    """
+
+    def __init__(self, made: StructFile) -> None:
+        super().__init__(made.file, name=made._name, onclose=made.onclose)
+        self._at: int = made.file.tell()
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        written: int = self.file.write(data)
+        self._at += written
+        return written
+
+    def tell(self) -> int:  # type: ignore[override]
+        return self._at
+
+    def seek(self, *args: Any) -> int:  # type: ignore[override]
+        moved: int = self.file.seek(*args)
+        self._at = self.file.tell()
+        return moved
+
+    def write_array(self, arry: Any) -> None:
+        super().write_array(arry)  # may write through the file itself, not write()
+        self._at = self.file.tell()
+
+
 class _FieldWriter(whoosh3.W3FieldWriter):
-    """Whoosh's field writer with the term table of :mod:`indexer.termtable`."""
+    """Whoosh's field writer with the term table of :mod:`indexer.termtable`, writing
+    through :class:`_CountingFile`."""
 
     _tindex: Any  # Whoosh's, untyped
 
     def __init__(self, codec: Any, storage: Any, segment: Any) -> None:
         super().__init__(codec, storage, segment)
         self._tindex = CompactTermTable(self._tindex)
+
+    def _create_file(self, ext: str) -> StructFile:
+        return _CountingFile(super()._create_file(ext))
 
 
 class _Codec(whoosh3.W3Codec):

@@ -93,6 +93,7 @@ SEGMENT_READER = "whoosh.reading.SegmentReader"
 SEGMENT_WRITER = "whoosh.writing.SegmentWriter"
 POOL = "whoosh.writing.PostingPool"
 ORDERED_HASH = "whoosh.filedb.filetables.OrderedHashWriter"
+STRUCT_FILE = "whoosh.filedb.structfile.StructFile"
 
 INTERNALS: list[Internal] = [
     # indexer/postings.py: reads W3 posting blocks from the segment's buffer itself, and
@@ -149,6 +150,11 @@ INTERNALS: list[Internal] = [
         "finish_field",
     ),
     *_instance("indexer/writer.py", f"{W3}.W3FieldWriter", "_tindex", "_postwriter"),
+    # ... its files rewrapped to keep their own position.
+    *_class("indexer/writer.py", f"{W3}.W3FieldWriter", "_create_file"),
+    *_module("indexer/writer.py", "whoosh.filedb.structfile", "StructFile"),
+    *_class("indexer/writer.py", STRUCT_FILE, "write_array"),
+    *_instance("indexer/writer.py", STRUCT_FILE, "file", "_name", "onclose"),
     # indexer/termtable.py: Whoosh's term-table writer with its pending entries in arrays.
     *_module("indexer/termtable.py", "whoosh.filedb", "filetables"),
     *_module("indexer/termtable.py", "whoosh.filedb.filetables", "OrderedHashWriter", "_lengths"),
@@ -363,6 +369,7 @@ def instances(
             POOL: lambda: segment_writer().pool,
             f"{W3}.W3FieldWriter": lambda: segment_writer().fieldwriter,
             ORDERED_HASH: lambda: filetables.OrderedHashWriter(StructFile(io.BytesIO())),
+            STRUCT_FILE: lambda: StructFile(io.BytesIO()),
             "whoosh.index.TOC": lambda: whoosh_index.TOC.read(fresh.storage, fresh.indexname),
             "whoosh.index.FileIndex": lambda: fresh,
         }

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
+from whoosh.filedb.filestore import FileStorage
 from whoosh.writing import SegmentWriter
 
 from indexer.pool import _flatten
 from indexer.schema import build_schema
-from indexer.writer import TunedSegmentWriter
+from indexer.writer import TunedSegmentWriter, _CountingFile
 from tests.indexer.conftest import every_posting
 
 DOCUMENTS: list[dict[str, Any]] = [
@@ -143,3 +145,22 @@ def test_term_at_a_time_flush_writes_the_bytes_whoosh_writes(
     assert set(ours) == {".pst", ".trm"}
     assert len(ours[".pst"]) > 10_000
     assert ours == theirs
+
+
+def test_counting_file_keeps_the_position_the_file_itself_reports(tmp_path: Path) -> None:
+    made = FileStorage(str(tmp_path)).create_file("positions")
+    counted = _CountingFile(made)
+    counted.write(b"header")
+    seen = [(counted.tell(), counted.file.tell())]
+    counted.write_int(7)
+    counted.write_varint(300)
+    counted.write_array(array("I", range(10)))  # written by the array itself, not write()
+    seen.append((counted.tell(), counted.file.tell()))
+    counted.seek(3)
+    counted.write(b"xy")
+    seen.append((counted.tell(), counted.file.tell()))
+    counted.seek(0, 2)
+    seen.append((counted.tell(), counted.file.tell()))
+    assert seen == [(6, 6), (52, 52), (5, 5), (52, 52)]
+    counted.close()
+    assert (tmp_path / "positions").read_bytes()[:6] == b"heaxyr"
