@@ -201,15 +201,15 @@ class _CountingFile(StructFile):
         super().__init__(made.file, name=made._name, onclose=made.onclose)
         self._at: int = made.file.tell()
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         written: int = self.file.write(data)
         self._at += written
         return written
 
-    def tell(self) -> int:  # type: ignore[override]
+    def tell(self) -> int:
         return self._at
 
-    def seek(self, *args: Any) -> int:  # type: ignore[override]
+    def seek(self, *args: Any) -> int:
         moved: int = self.file.seek(*args)
         self._at = self.file.tell()
         return moved
