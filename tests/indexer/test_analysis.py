@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from indexer.analysis import (
+    _WORD_RE,
     CACHE_LIMIT,
     MAX_WORD_CHARS,
     TermMaker,
@@ -15,6 +18,7 @@ from indexer.analysis import (
     query_variants,
     spelling_word,
     term_maker,
+    word_list,
     words,
 )
 
@@ -212,3 +216,15 @@ def test_parts_are_numbered_on_with_a_gap_between_them() -> None:
     assert merged["cat"] == [1, 103, 106]
     assert merged["sat"] == [2, 207]
     assert seen == {"The", "cat", "sat", "down"}
+
+
+def test_ascii_text_splits_into_the_words_the_pattern_finds() -> None:
+    # ASCII text takes a faster path than the word pattern: it must find the same words.
+    every = "".join(chr(code) for code in range(128))
+    rng = random.Random(7)
+    samples = [every, every[::-1], "snake_case x-ray e.g. 3.14 tab\there\r\nend"]
+    samples += ["".join(rng.choice(every) for _ in range(200)) for _ in range(200)]
+    for text in samples:
+        assert word_list(text) == _WORD_RE.findall(text)
+    assert word_list("snake_case x-ray") == ["snake", "case", "x", "ray"]
+    assert word_list("naïve café") == ["naïve", "café"]  # not ASCII: the pattern's path
