@@ -128,3 +128,17 @@ def test_a_full_build_with_a_small_pool_finds_what_an_unbounded_one_finds(
             assert [(h.url, round(h.score, 6)) for h in searcher.search(query).hits] == (
                 expected[query]
             )
+
+
+def test_a_field_for_an_earlier_document_is_still_pooled_in_document_order(
+    tmp_path: Path,
+) -> None:
+    # Fields usually come in document order and skip the per-term order check; one that
+    # does not (a merged segment's, an add after add_terms) must still come out in order.
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.add_terms("body", 5, [(b"a", 1, 1.0, b""), (b"b", 2, 2.0, b"")], 1.0)
+    pool.add(("body", b"a", 7, 1.0, b""))
+    pool.add_terms("body", 6, [(b"a", 1, 1.0, b"")], 1.0)
+    pool.add_terms("body", 2, [(b"a", 1, 1.0, b""), (b"c", 1, 1.0, b"")], 1.0)
+    postings = [(p[1], p[2]) for p in pool.iter_postings()]
+    assert postings == [(b"a", 2), (b"a", 5), (b"a", 6), (b"a", 7), (b"b", 5), (b"c", 2)]
