@@ -222,7 +222,7 @@ def make_document(row: Row[Any], inbound: Inbound | None) -> dict[str, Any] | No
         "pid": str(row.id),
         "url": row.url,
         "text": text,
-        **text_columns(text.positions),
+        **text_columns(text),
         "title": analyze(lang, title or ""),
         "_stored_title": stored_title,
         "headings": analyze(lang, headings_text),

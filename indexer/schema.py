@@ -29,7 +29,7 @@ import numpy
 from whoosh import columns, fields, formats
 
 from indexer import pairfilter
-from indexer.analysis import Analyzed, term_maker
+from indexer.analysis import Analyzed, TermSequence, term_maker
 from indexer.dates import UNKNOWN_DATE
 from indexer.sizefilter import UNKNOWN_SIZE
 
@@ -81,7 +81,12 @@ class LangText(fields.FieldType):
         """Whoosh's (term, frequency, weight, value) for each term; a list, built by a
         comprehension, because yielding 8.6 million postings one by one from a generator
         was a twentieth of a 20,000-page build."""
-        if isinstance(value, Analyzed):
+        if isinstance(value, TermSequence) and not isinstance(self.format, formats.Positions):
+            return [
+                (term.encode("utf-8"), n, float(n), b"")
+                for term, n in zip(value.terms, value.counts, strict=True)
+            ]
+        if isinstance(value, Analyzed | TermSequence):
             found = value.positions
         else:
             lang, text = value
@@ -157,9 +162,9 @@ _POSITIONS_HEADER = struct.Struct("<IIB")  # term count, position count, flags
 _SECONDARY, _NARROW = 1, 2
 
 
-def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
-    """A document's ``text`` positions as its :data:`POSITIONS_COLUMN` and
-    :data:`PAIRS_COLUMN` values.
+def text_columns(analyzed: dict[str, list[int]] | Analyzed | TermSequence) -> dict[str, bytes]:
+    """A document's ``text`` positions (term → positions, analyzed either way) as its
+    :data:`POSITIONS_COLUMN` and :data:`PAIRS_COLUMN` values.
 
     Positions are: the document's distinct terms, then the term number at each position (-1
     for none), as machine integers (16-bit when the terms allow, half the bytes to compress
@@ -167,17 +172,19 @@ def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
     bigram) at one position; the second goes in a second array. Decoding is a split and two
     ``frombuffer`` calls (:class:`DocumentPositions`).
     """
+    if isinstance(analyzed, TermSequence):
+        return _sequence_columns(analyzed)
+    positions = analyzed.positions if isinstance(analyzed, Analyzed) else analyzed
     terms = list(positions)
     if not terms:
-        return {POSITIONS_COLUMN: b"", PAIRS_COLUMN: pairfilter.NOTHING}
+        return _NO_TEXT_COLUMNS
     lengths = [len(positions[term]) for term in terms]
     where = numpy.fromiter(
         itertools.chain.from_iterable(positions.values()), dtype=numpy.int64, count=sum(lengths)
     )
     which = numpy.repeat(numpy.arange(len(terms), dtype=numpy.int32), lengths)
     size = int(where.max()) + 1
-    narrow = len(terms) <= numpy.iinfo(numpy.int16).max
-    stored = numpy.dtype(numpy.int16 if narrow else numpy.int32)
+    stored = _stored_type(len(terms))
     primary: numpy.ndarray = numpy.full(size, -1, dtype=stored)
     primary[where] = which
     secondary: numpy.ndarray | None = None
@@ -190,9 +197,33 @@ def text_columns(positions: dict[str, list[int]]) -> dict[str, bytes]:
         primary[where[~repeated]] = which[~repeated]
         secondary = numpy.full(size, -1, dtype=stored)
         secondary[where[repeated]] = which[repeated]
+    return _columns(terms, primary, secondary)
+
+
+_NO_TEXT_COLUMNS = {POSITIONS_COLUMN: b"", PAIRS_COLUMN: pairfilter.NOTHING}
+
+
+def _stored_type(terms: int) -> numpy.dtype[Any]:
+    return numpy.dtype(numpy.int16 if terms <= numpy.iinfo(numpy.int16).max else numpy.int32)
+
+
+def _sequence_columns(analyzed: TermSequence) -> dict[str, bytes]:
+    """:func:`text_columns` of text with one term a position: the sequence is the array,
+    cut after its last term (as positions lists would end there)."""
+    if not analyzed.terms:
+        return _NO_TEXT_COLUMNS
+    at = analyzed.at
+    size = int(numpy.flatnonzero(at >= 0)[-1]) + 1
+    return _columns(analyzed.terms, at[:size].astype(_stored_type(len(analyzed.terms))), None)
+
+
+def _columns(
+    terms: list[str], primary: numpy.ndarray, secondary: numpy.ndarray | None
+) -> dict[str, bytes]:
+    narrow = primary.dtype == numpy.int16
     flags = (_SECONDARY if secondary is not None else 0) | (_NARROW if narrow else 0)
     parts = [
-        _POSITIONS_HEADER.pack(len(terms), size, flags),
+        _POSITIONS_HEADER.pack(len(terms), len(primary), flags),
         "\x00".join(terms).encode("utf-8"),
         primary.tobytes(),
     ]

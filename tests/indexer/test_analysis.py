@@ -10,7 +10,9 @@ from indexer.analysis import (
     _WORD_RE,
     CACHE_LIMIT,
     MAX_WORD_CHARS,
+    Analyzed,
     TermMaker,
+    TermSequence,
     analyze_parts,
     detect_language,
     fold,
@@ -21,6 +23,7 @@ from indexer.analysis import (
     word_list,
     words,
 )
+from indexer.schema import LangText, text_columns
 
 
 @pytest.mark.parametrize(
@@ -228,3 +231,62 @@ def test_ascii_text_splits_into_the_words_the_pattern_finds() -> None:
         assert word_list(text) == _WORD_RE.findall(text)
     assert word_list("snake_case x-ray") == ["snake", "case", "x", "ray"]
     assert word_list("naïve café") == ["naïve", "café"]  # not ASCII: the pattern's path
+
+
+def _by_positions(lang: str, parts: list[tuple[str, bool]], gap: int) -> dict[str, list[int]]:
+    """A field's positions the word-by-word way (the path CJK text takes)."""
+    maker = term_maker(lang)
+    merged: dict[str, list[int]] = {}
+    base = 0
+    for text, _ in parts:
+        if text:
+            _, used = maker.positions(text, start=base, found=merged)
+            base += used + gap
+    return merged
+
+
+def test_text_without_cjk_analyzes_to_what_the_word_by_word_path_gives() -> None:
+    # Text without CJK goes through TermMaker.sequence (numpy over interned terms): its
+    # terms, positions, postings and columns must be those of the word-by-word path.
+    rng = random.Random(11)
+    vocabulary = ["Cat", "cats", "cat", "running", "Runs", "ran", "naïve", "Naive", "x" * 41]
+    vocabulary += ["café", "Ünïcode", "42", "the", "a_b", "e.g.", "—", "’s"]
+    field = LangText(positions=False)
+    for _ in range(200):
+        parts = [
+            (
+                " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 30))),
+                rng.random() < 0.5,
+            )
+            for _ in range(rng.randint(1, 4))
+        ]
+        seen: set[str] = set()
+        analyzed = analyze_parts("en", parts, 100, seen)
+        assert isinstance(analyzed, TermSequence)
+        expected = _by_positions("en", parts, 100)
+        assert analyzed.positions == expected
+        assert list(analyzed.positions) == list(expected)  # numbered in order of appearance
+        assert text_columns(analyzed) == text_columns(expected)
+        assert field.index(analyzed) == field.index(Analyzed(expected))
+        assert seen == {w for text, collect in parts if collect for w in word_list(text)}
+    same = analyze_parts("en", [("Running runs RUN running", True)], 100)
+    assert isinstance(same, TermSequence)
+    assert (same.terms, same.counts) == (["run"], [4])  # four words, one (interned) term
+
+
+def test_a_field_with_cjk_keeps_the_word_by_word_path() -> None:
+    analyzed = analyze_parts("en", [("cat 東京 cat", True)], 100)
+    assert isinstance(analyzed, Analyzed)
+    assert analyzed.positions == {"cat": [0, 3], "東": [1], "東京": [1], "京": [2]}
+
+
+def test_one_sequence_longer_than_the_cache_stays_right_and_bounded() -> None:
+    maker = TermMaker("en")
+    junk = " ".join(f"zq{i}x" for i in range(3 * CACHE_LIMIT))
+    analyzed = maker.sequence([("running " + junk + " running", True)], 100)
+    assert len(maker._cache) + len(maker._old) <= 2 * CACHE_LIMIT
+    assert analyzed.terms[0] == "run"
+    assert analyzed.terms[-1] == f"zq{3 * CACHE_LIMIT - 1}x"
+    assert analyzed.counts[0] == 2
+    assert len(analyzed.terms) == 3 * CACHE_LIMIT + 1
+    assert analyzed.at[[0, -1]].tolist() == [0, 0]
