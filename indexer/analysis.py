@@ -177,8 +177,7 @@ class TermMaker:
 
     def term(self, word: str) -> str:
         """The term for a non-CJK word; ``""`` when the word is too long to be worth indexing."""
-        cached = self._cache.get(word)
-        return cached if cached is not None else self._new_term(word)
+        return self._cache[word]
 
     def _new_term(self, word: str) -> str:
         """The term for a word not in the new generation of the cache (see CACHE_LIMIT)."""
@@ -217,8 +216,6 @@ class TermMaker:
         """
         if found is None:
             found = {}
-        cached = self._cache.get
-        new_term = self._new_term
         position = start
         words = word_list(text)
         if seen is not None:
@@ -232,9 +229,7 @@ class TermMaker:
                         found.setdefault(pair, []).append(position + offset)
                 position += len(word)
                 continue
-            term = cached(word)
-            if term is None:
-                term = new_term(word)
+            term = self._cache[word]
             if term:
                 poslist = found.get(term)
                 if poslist is None:
@@ -283,12 +278,7 @@ class TermMaker:
         rank = numpy.empty(len(order), dtype=numpy.int64)
         rank[order] = numbers
         at = rank[inverse.reshape(-1)]
-        if not keep.all():
-            counts = counts[order][keep]
-            terms = [term for term in terms if term]
-        else:
-            counts = counts[order]
-        return TermSequence(terms, counts.tolist(), at)
+        return TermSequence([term for term in terms if term], counts[order][keep].tolist(), at)
 
 
 _MAKERS: dict[str | None, TermMaker] = {}

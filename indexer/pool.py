@@ -95,65 +95,36 @@ class BoundedPool(PostingPool):
 
         :meth:`add` for a whole field at once: the field's terms are looked up once, not per
         posting, which was a tenth of the build's CPU. The bound holds exactly: a field that
-        fills the pool spills it mid-field and goes on in a fresh one (:meth:`_add_slowly`).
-        A field that fits, for a document after every one pooled so far (the usual case),
-        needs neither the room nor the order checked posting by posting."""
+        fills the pool spills it mid-field and goes on in a fresh one. The room and the order
+        are checked once per chunk that fits, not posting by posting."""
         if not isinstance(items, list):
             items = list(items)
         length: int = sum(map(_FREQUENCY, items))
-        if docnum < self._last_doc or len(items) >= self.max_postings - self._count:
-            self._add_slowly(fieldname, docnum, items, boost)
-            return length
-        self._last_doc = docnum
         self.fieldnames.add(fieldname)
-        terms = self._fields.setdefault(fieldname, {})
-        get = terms.get
-        for tbytes, _, weight, vbytes in items:
-            postings = get(tbytes)
-            if postings is None:
-                postings = terms[tbytes] = (array("I"), array("f"), [])
-            postings[0].append(docnum)
-            postings[1].append(weight * boost)
-            if vbytes:
-                postings[2].append(vbytes)
-        self._count += len(items)
-        self._note_peak()
-        return length
-
-    def _add_slowly(
-        self,
-        fieldname: str,
-        docnum: int,
-        items: list[tuple[bytes, int, float, bytes]],
-        boost: float,
-    ) -> None:
-        """:meth:`add_terms` checking the room and each term's order posting by posting."""
+        out_of_order = docnum < self._last_doc
         self._last_doc = max(self._last_doc, docnum)
-        self.fieldnames.add(fieldname)
-        terms = self._fields.setdefault(fieldname, {})
-        room = self.max_postings - self._count
-        count = 0
-        for tbytes, _, weight, vbytes in items:
-            postings = terms.get(tbytes)
-            if postings is None:
-                postings = terms[tbytes] = (array("I"), array("f"), [])
-            ids, weights, values = postings
-            if ids and docnum < ids[-1]:
-                self._unordered.add((fieldname, tbytes))
-            ids.append(docnum)
-            weights.append(weight * boost)
-            if vbytes:
-                values.append(vbytes)
-            count += 1
-            if count >= room:
-                self._count += count
-                self._note_peak()
+        start = 0
+        while start < len(items):
+            room = self.max_postings - self._count
+            chunk = items if start == 0 and len(items) < room else items[start : start + room]
+            start += len(chunk)
+            if out_of_order:  # sorting a term already in order is harmless, and rare
+                self._unordered.update((fieldname, item[0]) for item in chunk)
+            terms = self._fields.setdefault(fieldname, {})
+            get = terms.get
+            for tbytes, _, weight, vbytes in chunk:
+                postings = get(tbytes)
+                if postings is None:
+                    postings = terms[tbytes] = (array("I"), array("f"), [])
+                postings[0].append(docnum)
+                postings[1].append(weight * boost)
+                if vbytes:
+                    postings[2].append(vbytes)
+            self._count += len(chunk)
+            self._note_peak()
+            if self._count >= self.max_postings:
                 self.save()
-                terms = self._fields.setdefault(fieldname, {})
-                room = self.max_postings
-                count = 0
-        self._count += count
-        self._note_peak()
+        return length
 
     def _note_peak(self) -> None:
         if self._count > self.peak_postings:
