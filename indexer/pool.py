@@ -7,14 +7,18 @@ when forced. So this project used to size the pool from physical memory to avoid
 all, and a worker's pool grew with its share of the corpus (558 MB for the largest process at
 20,000 pages, 894 MB at 40,000).
 
-Here each term holds three arrays: document numbers and weights as machine numbers, values
-as references (a term's single position is a shared cached ``bytes``): about a sixth of
-Whoosh's memory. The pool holds at most ``max_postings``; when full it writes itself out as
-a *run* in (field, term) order, one pickled record per term whose document numbers and
-weights are whole arrays, and empties. At the end the runs and what is left in memory are
-merged term by term, not posting by posting: documents arrive in increasing document number,
-so a term's postings from a later run simply follow those of an earlier one and merging a
-term is concatenating its arrays. Memory is then the bound plus one term's postings.
+Here each field holds three flat arrays in arrival order (a term number, a document number,
+a weight per posting; values, for a format with values, in a list beside them), and a dict
+numbering its terms: about 20 bytes a posting, an eighth of Whoosh's. Per-term arrays, as
+before, needed a Python step per posting (a lookup and two appends); flat arrays take a
+whole field at C speed (one ``map`` over the numbering, three ``extend``), and the postings
+are put in (term, document) order once, by numpy, when the pool is written. The pool holds at most
+``max_postings``; when full it writes itself out as a *run* in (field, term) order, one
+pickled record per term whose document numbers and weights are whole arrays, and empties.
+At the end the runs and what is left in memory are merged term by term, not posting by
+posting: documents arrive in increasing document number, so a term's postings from a later
+run simply follow those of an earlier one and merging a term is concatenating its arrays.
+Memory is then the bound plus one term's postings.
 """
 
 from __future__ import annotations
@@ -25,61 +29,126 @@ import itertools
 import operator
 import pickle
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
+
+import numpy
 
 # The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.writing import PostingPool
 
-#: Bytes a pooled posting takes in memory, measured with tracemalloc on the benchmark's
-#: documents; turns ``limitmb`` into a posting count.
+#: Bytes a pooled posting takes in memory; turns ``limitmb`` into a posting count. Measured
+#: with tracemalloc for per-term arrays (80, since 34); the flat arrays take about 20 and
+#: briefly 28 more while sorted for a run, so the bound is kept where it was.
 POSTING_BYTES = 80
 
 Posting = tuple[str, bytes, int, float, bytes]
 #: One term's postings: field, term, document numbers ("I"), weights ("f"), encoded values
 #: (none for a format without values: Whoosh writes no empty value either).
 TermPostings = tuple[str, bytes, array, array, list[bytes]]
-_FREQUENCY = operator.itemgetter(1)
+
+
+class _TermNumbers(dict[bytes, int]):
+    """Term → its number in a field's pool, numbered in arrival order on first sight, so that
+    ``map(numbers.__getitem__, terms)`` numbers a whole field at C speed."""
+
+    __slots__ = ()
+
+    def __missing__(self, term: bytes) -> int:
+        number = self[term] = len(self)
+        return number
+
+
+class _FieldPostings:
+    """One field's pooled postings, flat, in arrival order: a term number, a document number
+    and a weight per posting (and a value, for a format with values). See the module
+    docstring for why flat."""
+
+    __slots__ = ("docs", "numbers", "terms", "values", "weights")
+
+    def __init__(self) -> None:
+        self.numbers = _TermNumbers()
+        self.terms = array("I")
+        self.docs = array("I")
+        self.weights = array("f")
+        self.values: list[bytes] = []
+
+    def add(
+        self, docnum: int, terms: Sequence[bytes], weights: Sequence[float], values: Sequence[bytes]
+    ) -> None:
+        if any(values):
+            self._align_values()
+            self.values.extend(values)
+        elif self.values:
+            self.values.extend(itertools.repeat(b"", len(terms)))
+        self.terms.extend(map(self.numbers.__getitem__, terms))
+        self.docs.extend(itertools.repeat(docnum, len(terms)))
+        self.weights.extend(weights)
+
+    def add_one(self, docnum: int, term: bytes, weight: float, value: bytes) -> None:
+        if value or self.values:
+            self._align_values()
+            self.values.append(value)
+        self.terms.append(self.numbers[term])
+        self.docs.append(docnum)
+        self.weights.append(weight)
+
+    def _align_values(self) -> None:
+        """Values are kept for every posting once one has a value (b"" for those without)."""
+        missing = len(self.terms) - len(self.values)
+        if missing:
+            self.values.extend(itertools.repeat(b"", missing))
+
+    def sorted_terms(self, fieldname: str) -> Iterator[TermPostings]:
+        """The postings term by term in term order, each term's in document order."""
+        keys = list(self.numbers)  # in number order: a dict keeps its insertion order
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        rank = numpy.empty(len(keys), dtype=numpy.int64)
+        rank[order] = numpy.arange(len(keys), dtype=numpy.int64)
+        ranks = rank[numpy.frombuffer(self.terms, dtype=numpy.uint32)]
+        docs = numpy.frombuffer(self.docs, dtype=numpy.uint32)
+        permutation = numpy.argsort((ranks << 32) | docs, kind="stable")
+        ids = array("I", docs[permutation].tobytes())
+        weights = array(
+            "f", numpy.frombuffer(self.weights, dtype=numpy.float32)[permutation].tobytes()
+        )
+        values = [self.values[i] for i in permutation.tolist()] if self.values else []
+        ends = numpy.cumsum(numpy.bincount(ranks, minlength=len(keys))).tolist()
+        start = 0
+        for number, end in zip(order, ends, strict=True):
+            term_values = values[start:end]
+            if term_values and not any(term_values):
+                term_values = []  # as for a format without values: Whoosh writes none
+            yield fieldname, keys[number], ids[start:end], weights[start:end], term_values
+            start = end
 
 
 class BoundedPool(PostingPool):
-    """Postings grouped by field and term in compact arrays, never more than ``max_postings``
-    of them in memory (see the module docstring)."""
+    """Postings grouped by field in flat arrays, never more than ``max_postings`` of them in
+    memory (see the module docstring)."""
 
     def __init__(self, tempstore: Any, segment: Any, limitmb: int) -> None:
         super().__init__(tempstore, segment, limitmb=limitmb)
         self.runs: list[str] = []  # Whoosh's, untyped: the paths of the runs written
         self.max_postings = max(1, limitmb * 1024 * 1024 // POSTING_BYTES)
-        self._fields: dict[str, dict[bytes, tuple[array, array, list[bytes]]]] = {}
-        self._unordered: set[tuple[str, bytes]] = set()
+        self._fields: dict[str, _FieldPostings] = {}
         self._count = 0
-        #: The largest document number pooled: a field for a later one cannot be out of order.
-        self._last_doc = -1
         #: The most postings ever held at once, and how many runs were written (for tests).
         self.peak_postings = 0
         self.spills = 0
 
+    def _field(self, fieldname: str) -> _FieldPostings:
+        postings = self._fields.get(fieldname)
+        if postings is None:
+            postings = self._fields[fieldname] = _FieldPostings()
+            self.fieldnames.add(fieldname)
+        return postings
+
     def add(self, item: Posting) -> None:
         fieldname, tbytes, docnum, weight, vbytes = item
-        terms = self._fields.get(fieldname)
-        if terms is None:
-            terms = self._fields[fieldname] = {}
-            self.fieldnames.add(fieldname)
-        postings = terms.get(tbytes)
-        if postings is None:
-            postings = terms[tbytes] = (array("I"), array("f"), [])
-        ids, weights, values = postings
-        if ids and docnum < ids[-1]:  # merged segments can arrive out of order
-            self._unordered.add((fieldname, tbytes))
-        ids.append(docnum)
-        weights.append(weight)
-        if vbytes:
-            values.append(vbytes)
-        if docnum > self._last_doc:
-            self._last_doc = docnum
+        self._field(fieldname).add_one(docnum, tbytes, weight, vbytes)
         self._count += 1
-        if self._count > self.peak_postings:  # inline: once per posting of every merge
-            self.peak_postings = self._count
+        self._note_peak()
         if self._count >= self.max_postings:
             self.save()
 
@@ -93,38 +162,53 @@ class BoundedPool(PostingPool):
         """Pool one document's postings for one field, as ``field.index`` yields them
         (term, frequency, weight, value); return the field's length (the frequencies' sum).
 
-        :meth:`add` for a whole field at once: the field's terms are looked up once, not per
-        posting, which was a tenth of the build's CPU. The bound holds exactly: a field that
-        fills the pool spills it mid-field and goes on in a fresh one. The room and the order
-        are checked once per chunk that fits, not posting by posting."""
+        :meth:`add` for a whole field at once, its columns taken apart by ``zip`` and added
+        at C speed. The bound holds exactly: a field that fills the pool spills it mid-field
+        and goes on in a fresh one."""
         if not isinstance(items, list):
             items = list(items)
-        length: int = sum(map(_FREQUENCY, items))
         self.fieldnames.add(fieldname)
-        out_of_order = docnum < self._last_doc
-        self._last_doc = max(self._last_doc, docnum)
+        if not items:
+            return 0
+        terms, frequencies, weights, values = zip(*items, strict=True)
+        if boost != 1.0:
+            weights = tuple(weight * boost for weight in weights)
+        self._add_field(fieldname, docnum, terms, weights, values)
+        return sum(frequencies)
+
+    def add_columns(
+        self, fieldname: str, docnum: int, terms: list[bytes], counts: list[int], boost: float
+    ) -> int:
+        """:meth:`add_terms` for a field given as columns (``LangText.columns``): terms and
+        their frequencies, which are also their weights; no values."""
+        self.fieldnames.add(fieldname)
+        weights: Sequence[float] = counts if boost == 1.0 else [n * boost for n in counts]
+        self._add_field(fieldname, docnum, terms, weights, ())
+        return sum(counts)
+
+    def _add_field(
+        self,
+        fieldname: str,
+        docnum: int,
+        terms: Sequence[bytes],
+        weights: Sequence[float],
+        values: Sequence[bytes],
+    ) -> None:
+        """Pool a field's postings in as many chunks as the room left needs, spilling when
+        full: the bound holds exactly. ``values`` empty: the postings have none."""
         start = 0
-        while start < len(items):
-            room = self.max_postings - self._count
-            chunk = items if start == 0 and len(items) < room else items[start : start + room]
-            start += len(chunk)
-            if out_of_order:  # sorting a term already in order is harmless, and rare
-                self._unordered.update((fieldname, item[0]) for item in chunk)
-            terms = self._fields.setdefault(fieldname, {})
-            get = terms.get
-            for tbytes, _, weight, vbytes in chunk:
-                postings = get(tbytes)
-                if postings is None:
-                    postings = terms[tbytes] = (array("I"), array("f"), [])
-                postings[0].append(docnum)
-                postings[1].append(weight * boost)
-                if vbytes:
-                    postings[2].append(vbytes)
-            self._count += len(chunk)
+        while start < len(terms):
+            end = min(len(terms), start + self.max_postings - self._count)
+            postings = self._field(fieldname)
+            if start == 0 and end == len(terms):
+                postings.add(docnum, terms, weights, values)
+            else:
+                postings.add(docnum, terms[start:end], weights[start:end], values[start:end])
+            self._count += end - start
             self._note_peak()
             if self._count >= self.max_postings:
                 self.save()
-        return length
+            start = end
 
     def _note_peak(self) -> None:
         if self._count > self.peak_postings:
@@ -133,14 +217,8 @@ class BoundedPool(PostingPool):
     def _sorted_terms(self) -> Iterator[TermPostings]:
         """What the pool holds, term by term in (field, term) order, each term's postings
         in document order."""
-        for fieldname, tbytes in self._unordered:
-            terms = self._fields[fieldname]
-            terms[tbytes] = _in_order(*terms[tbytes])
-        self._unordered.clear()
         for fieldname in sorted(self._fields):
-            terms = self._fields[fieldname]
-            for tbytes in sorted(terms):
-                yield (fieldname, tbytes, *terms[tbytes])
+            yield from self._fields[fieldname].sorted_terms(fieldname)
 
     def save(self) -> None:
         """Write what the pool holds as one run and empty it."""

@@ -81,11 +81,10 @@ class LangText(fields.FieldType):
         """Whoosh's (term, frequency, weight, value) for each term; a list, built by a
         comprehension, because yielding 8.6 million postings one by one from a generator
         was a twentieth of a 20,000-page build."""
-        if isinstance(value, TermSequence) and not isinstance(self.format, formats.Positions):
-            return [
-                (term.encode("utf-8"), n, float(n), b"")
-                for term, n in zip(value.terms, value.counts, strict=True)
-            ]
+        columns = self.columns(value)
+        if columns is not None:
+            terms, counts = columns
+            return [(term, n, float(n), b"") for term, n in zip(terms, counts, strict=True)]
         if isinstance(value, Analyzed | TermSequence):
             found = value.positions
         else:
@@ -100,6 +99,20 @@ class LangText(fields.FieldType):
             (term.encode("utf-8"), (n := len(poslist)), float(n), b"")
             for term, poslist in found.items()
         ]
+
+    def columns(self, value: Any) -> tuple[list[bytes], list[int]] | None:
+        """The field's terms and their frequencies (its weights), for a value analyzed as a
+        :class:`TermSequence` into a field without positions; else None (:meth:`index`).
+
+        Whole columns, not a tuple per term, so that the pool takes them without a Python
+        step per term (:meth:`indexer.pool.BoundedPool.add_columns`). Terms hold no NUL
+        (they are runs of word characters), so one encode of the joined terms, split, is
+        each term's UTF-8."""
+        if not isinstance(value, TermSequence) or isinstance(self.format, formats.Positions):
+            return None
+        if not value.terms:
+            return [], []
+        return "\x00".join(value.terms).encode("utf-8").split(b"\x00"), value.counts
 
     def self_parsing(self) -> bool:
         return False

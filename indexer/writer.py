@@ -309,6 +309,7 @@ class TunedSegmentWriter(SegmentWriter):
         docnum = self.docnum
         docboost = self._doc_boost(fields)
         add_terms = self.pool.add_terms
+        add_columns = self.pool.add_columns
         perdocwriter.start_doc(docnum)
         try:
             for fieldname in fieldnames:
@@ -319,7 +320,13 @@ class TunedSegmentWriter(SegmentWriter):
                 length = 0
                 if field.indexed:
                     boost = self._field_boost(fields, fieldname, docboost)
-                    added = add_terms(fieldname, docnum, field.index(value), boost)
+                    columns = getattr(field, "columns", None)
+                    found = columns(value) if columns is not None else None
+                    if found is not None:
+                        terms, counts = found
+                        added = add_columns(fieldname, docnum, terms, counts, boost)
+                    else:
+                        added = add_terms(fieldname, docnum, field.index(value), boost)
                     if field.scorable:
                         length = added
                 customval = fields.get(f"_stored_{fieldname}", value)

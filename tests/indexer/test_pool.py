@@ -102,6 +102,35 @@ def test_one_field_larger_than_the_pool_spills_mid_field_and_loses_nothing(
     assert [(p[1], p[2], p[3]) for p in postings] == [(b"t%02d" % n, 3, 2.0 * n) for n in range(10)]
 
 
+def test_a_field_given_as_columns_spills_mid_field_like_one_given_as_tuples(
+    tmp_path: Path,
+) -> None:
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.max_postings = 4
+    terms = [b"t%02d" % n for n in range(10)]
+    assert pool.add_columns("body", 3, terms, list(range(1, 11)), 0.5) == sum(range(1, 11))
+    assert pool.spills == 2
+    assert pool.peak_postings == 4
+    postings = [(p[1], p[2], p[3], p[4]) for p in pool.iter_postings()]
+    assert postings == [(b"t%02d" % n, 3, 0.5 * (n + 1), b"") for n in range(10)]
+
+
+def test_values_stay_with_their_postings_when_only_some_terms_have_them(
+    tmp_path: Path,
+) -> None:
+    # A field's postings without values (columns), then with (tuples), then without again.
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.add_columns("body", 1, [b"a", b"b"], [1, 1], 1.0)
+    pool.add_terms("body", 2, [(b"a", 1, 1.0, b"v2"), (b"c", 1, 1.0, b"v2c")], 1.0)
+    pool.add_columns("body", 3, [b"b"], [2], 1.0)
+    terms = {(tbytes, tuple(ids), tuple(values)) for _, tbytes, ids, _, values in pool.iter_terms()}
+    assert terms == {
+        (b"a", (1, 2), (b"", b"v2")),
+        (b"b", (1, 3), ()),  # none of b's postings has a value: as a format without values
+        (b"c", (2,), (b"v2c",)),
+    }
+
+
 @pytest.mark.parametrize("procs", [1, 2])
 def test_a_full_build_with_a_small_pool_finds_what_an_unbounded_one_finds(
     store: Store, procs: int

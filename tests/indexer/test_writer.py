@@ -10,6 +10,7 @@ from whoosh import index as whoosh_index
 from whoosh.filedb.filestore import FileStorage
 from whoosh.writing import SegmentWriter
 
+from indexer.analysis import TermSequence, analyze_parts
 from indexer.pool import _flatten
 from indexer.schema import build_schema
 from indexer.writer import TunedSegmentWriter, _CountingFile
@@ -28,6 +29,17 @@ DOCUMENTS: list[dict[str, Any]] = [
         "_title_boost": 2.0 if n % 2 else 1.0,
     }
     for n in range(40)
+] + [
+    # Analyzed as term sequences, as the document builder hands the text fields over: the
+    # pool takes these as columns (LangText.columns), Whoosh's path as tuples.
+    {
+        "pid": f"s{n}",
+        "url": f"gemini://seq{n % 2}.example/{n}",
+        "text": analyze_parts("en", [(f"running dogs {n} ran over the running dog", True)], 100),
+        "anchors": analyze_parts(None, [(f"link {n % 3} link", False)], 100),
+        "_text_boost": 1.5 if n % 3 == 0 else 1.0,
+    }
+    for n in range(12)
 ]
 
 
@@ -59,6 +71,15 @@ def test_bulk_add_document_writes_the_same_index_as_whooshs(tmp_path: Path) -> N
     assert len(ours["postings"]) > 50
     assert any(weight == 4.0 for _, _, listed in ours["postings"] for _, weight, _ in listed)
     assert ours == theirs
+    assert any(isinstance(document.get("text"), TermSequence) for document in DOCUMENTS)
+    boosted = [
+        weight
+        for field, _, listed in ours["postings"]
+        if field == "text"
+        for _, weight, _ in listed
+        if weight % 1
+    ]
+    assert boosted  # a boosted term sequence went through the columns path
 
 
 def test_text_postings_keep_frequencies_as_weights_without_values(tmp_path: Path) -> None:
