@@ -34,6 +34,7 @@ import itertools
 import re
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -164,8 +165,9 @@ class _Words(dict[str, str]):
 class TermMaker:
     """Words to terms for one language, with the per-word cache that makes indexing fast.
 
-    Terms are interned: equal terms are one object, which lets :meth:`sequence` tell a
-    page's distinct terms apart by identity, with numpy."""
+    Terms are interned: equal terms are one object, so the page-sized dicts of
+    :meth:`sequence` compare them by identity, and each is held once however many words
+    and pages it stands for."""
 
     __slots__ = ("_cache", "_old", "_stem", "lang")
 
@@ -247,9 +249,10 @@ class TermMaker:
 
         Building a list of positions per term, one dict step and one append per word, was a
         tenth of an index build; here each word is one C-level cache lookup (``map``), and
-        the distinct terms, their counts and numbers come from ``numpy.unique`` over the
-        terms' identities (interned: equal terms are one object). The terms are numbered in
-        the order they first appear, as :meth:`positions` lists them.
+        the distinct terms, their counts and numbers come from a ``Counter`` and a dict of
+        the page's own terms, at C speed too (``numpy.unique`` over the terms' identities
+        did the same in 1.3 × the time: a dozen numpy calls a field). The terms are numbered
+        in the order they first appear, as :meth:`positions` lists them.
         """
         sequence: list[str] = []
         started = False  # a part with text, even without words, puts a gap after it
@@ -265,20 +268,14 @@ class TermMaker:
             sequence.extend(map(self._cache.__getitem__, words))
         if not sequence:
             return TermSequence([], [], numpy.empty(0, dtype=numpy.int64))
-        ids = numpy.fromiter(map(id, sequence), dtype=numpy.intp, count=len(sequence))
-        _, first, inverse, counts = numpy.unique(
-            ids, return_index=True, return_inverse=True, return_counts=True
+        counts = Counter(sequence)  # the distinct terms in order of first appearance
+        counts.pop("", None)  # gaps and words too long to index: no term
+        numbers = dict(zip(counts, range(len(counts)), strict=True))
+        numbers[""] = -1
+        at = numpy.fromiter(
+            map(numbers.__getitem__, sequence), dtype=numpy.int64, count=len(sequence)
         )
-        order = numpy.argsort(first)
-        terms = [sequence[i] for i in first[order].tolist()]
-        keep = numpy.fromiter(map(bool, terms), dtype=bool, count=len(terms))
-        # Number each kept term by its rank of first appearance; "" (a gap, a word too long
-        # to index) gets -1, no term.
-        numbers = numpy.where(keep, numpy.cumsum(keep) - 1, -1)
-        rank = numpy.empty(len(order), dtype=numpy.int64)
-        rank[order] = numbers
-        at = rank[inverse.reshape(-1)]
-        return TermSequence([term for term in terms if term], counts[order][keep].tolist(), at)
+        return TermSequence(list(counts), list(counts.values()), at)
 
 
 _MAKERS: dict[str | None, TermMaker] = {}
