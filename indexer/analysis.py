@@ -245,7 +245,7 @@ class TermMaker:
         self, parts: Iterable[tuple[str, bool]], gap: int, seen: set[str] | None = None
     ) -> TermSequence:
         """:func:`analyze_parts` for text without CJK (whose runs :meth:`positions` splits):
-        the term at each position and the distinct terms, found with numpy.
+        the term at each position and the distinct terms with their counts.
 
         Building a list of positions per term, one dict step and one append per word, was a
         tenth of an index build; here each word is one C-level cache lookup (``map``), and

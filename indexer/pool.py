@@ -76,11 +76,9 @@ class _FieldPostings:
     def add(
         self, docnum: int, terms: Sequence[bytes], weights: Sequence[float], values: Sequence[bytes]
     ) -> None:
-        if any(values):
+        if self.values or any(values):
             self._align_values()
-            self.values.extend(values)
-        elif self.values:
-            self.values.extend(itertools.repeat(b"", len(terms)))
+            self.values.extend(values or itertools.repeat(b"", len(terms)))
         self.terms.extend(map(self.numbers.__getitem__, terms))
         self.docs.extend(itertools.repeat(docnum, len(terms)))
         self.weights.extend(weights)
