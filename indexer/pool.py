@@ -59,27 +59,52 @@ class _TermNumbers(dict[bytes, int]):
         return number
 
 
+class _TextNumbers(dict[str, int]):
+    """The same numbering looked up by a term as text: a term sequence's terms are interned
+    strings, which keep their hash and compare by identity, so one lookup here costs less
+    than encoding the term and looking up its bytes (done once, on first sight)."""
+
+    __slots__ = ("_numbers",)
+
+    def __init__(self, numbers: _TermNumbers) -> None:
+        super().__init__()
+        self._numbers = numbers
+
+    def __missing__(self, term: str) -> int:
+        number = self[term] = self._numbers[term.encode("utf-8")]
+        return number
+
+
 class _FieldPostings:
     """One field's pooled postings, flat, in arrival order: a term number, a document number
     and a weight per posting (and a value, for a format with values). See the module
     docstring for why flat."""
 
-    __slots__ = ("docs", "numbers", "terms", "values", "weights")
+    __slots__ = ("docs", "numbers", "terms", "texts", "values", "weights")
 
     def __init__(self) -> None:
         self.numbers = _TermNumbers()
+        self.texts = _TextNumbers(self.numbers)
         self.terms = array("I")
         self.docs = array("I")
         self.weights = array("f")
         self.values: list[bytes] = []
 
     def add(
-        self, docnum: int, terms: Sequence[bytes], weights: Sequence[float], values: Sequence[bytes]
+        self,
+        docnum: int,
+        terms: Sequence[bytes] | Sequence[str],
+        weights: Sequence[float],
+        values: Sequence[bytes],
     ) -> None:
+        """Terms as bytes (a field's own encoding) or as text (UTF-8, :meth:`add_columns`)."""
         if self.values or any(values):
             self._align_values()
             self.values.extend(values or itertools.repeat(b"", len(terms)))
-        self.terms.extend(map(self.numbers.__getitem__, terms))
+        if not terms:
+            return
+        numbers: dict[Any, int] = self.texts if isinstance(terms[0], str) else self.numbers
+        self.terms.extend(map(numbers.__getitem__, terms))
         self.docs.extend(itertools.repeat(docnum, len(terms)))
         self.weights.extend(weights)
 
@@ -175,10 +200,11 @@ class BoundedPool(PostingPool):
         return sum(frequencies)
 
     def add_columns(
-        self, fieldname: str, docnum: int, terms: list[bytes], counts: list[int], boost: float
+        self, fieldname: str, docnum: int, terms: list[str], counts: list[int], boost: float
     ) -> int:
-        """:meth:`add_terms` for a field given as columns (``LangText.columns``): terms and
-        their frequencies, which are also their weights; no values."""
+        """:meth:`add_terms` for a field given as columns (``LangText.columns``): terms as
+        text, each the term whose bytes are its UTF-8, and their frequencies, which are also
+        their weights; no values."""
         self.fieldnames.add(fieldname)
         weights: Sequence[float] = counts if boost == 1.0 else [n * boost for n in counts]
         self._add_field(fieldname, docnum, terms, weights, ())
@@ -188,7 +214,7 @@ class BoundedPool(PostingPool):
         self,
         fieldname: str,
         docnum: int,
-        terms: Sequence[bytes],
+        terms: Sequence[bytes] | Sequence[str],
         weights: Sequence[float],
         values: Sequence[bytes],
     ) -> None:

@@ -84,7 +84,10 @@ class LangText(fields.FieldType):
         columns = self.columns(value)
         if columns is not None:
             terms, counts = columns
-            return [(term, n, float(n), b"") for term, n in zip(terms, counts, strict=True)]
+            return [
+                (term.encode("utf-8"), n, float(n), b"")
+                for term, n in zip(terms, counts, strict=True)
+            ]
         if isinstance(value, Analyzed | TermSequence):
             found = value.positions
         else:
@@ -100,19 +103,17 @@ class LangText(fields.FieldType):
             for term, poslist in found.items()
         ]
 
-    def columns(self, value: Any) -> tuple[list[bytes], list[int]] | None:
-        """The field's terms and their frequencies (its weights), for a value analyzed as a
-        :class:`TermSequence` into a field without positions; else None (:meth:`index`).
+    def columns(self, value: Any) -> tuple[list[str], list[int]] | None:
+        """The field's terms (as text: each term's bytes are its UTF-8) and their frequencies
+        (its weights), for a value analyzed as a :class:`TermSequence` into a field without
+        positions; else None (:meth:`index`).
 
         Whole columns, not a tuple per term, so that the pool takes them without a Python
-        step per term (:meth:`indexer.pool.BoundedPool.add_columns`). Terms hold no NUL
-        (they are runs of word characters), so one encode of the joined terms, split, is
-        each term's UTF-8."""
+        step per term (:meth:`indexer.pool.BoundedPool.add_columns`); as text, because the
+        terms are interned strings that the pool looks up faster than fresh bytes."""
         if not isinstance(value, TermSequence) or isinstance(self.format, formats.Positions):
             return None
-        if not value.terms:
-            return [], []
-        return "\x00".join(value.terms).encode("utf-8").split(b"\x00"), value.counts
+        return value.terms, value.counts
 
     def self_parsing(self) -> bool:
         return False

@@ -107,7 +107,7 @@ def test_a_field_given_as_columns_spills_mid_field_like_one_given_as_tuples(
 ) -> None:
     pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
     pool.max_postings = 4
-    terms = [b"t%02d" % n for n in range(10)]
+    terms = [f"t{n:02d}" for n in range(10)]
     assert pool.add_columns("body", 3, terms, list(range(1, 11)), 0.5) == sum(range(1, 11))
     assert pool.spills == 2
     assert pool.peak_postings == 4
@@ -115,14 +115,31 @@ def test_a_field_given_as_columns_spills_mid_field_like_one_given_as_tuples(
     assert postings == [(b"t%02d" % n, 3, 0.5 * (n + 1), b"") for n in range(10)]
 
 
+def test_a_term_given_as_text_and_as_bytes_is_one_term(tmp_path: Path) -> None:
+    # Columns give terms as text, tuples as bytes: both must number the same term, else it
+    # would be written twice (and the second copy would be out of order in the segment).
+    pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
+    pool.add_columns("body", 1, ["café", "b"], [1, 2], 1.0)
+    pool.add_terms("body", 2, [("café".encode(), 1, 1.0, b""), (b"a", 1, 1.0, b"")], 1.0)
+    pool.add_columns("body", 3, ["café"], [3], 1.0)
+    terms = [
+        (tbytes, tuple(ids), tuple(weights)) for _, tbytes, ids, weights, _ in pool.iter_terms()
+    ]
+    assert terms == [
+        (b"a", (2,), (1.0,)),
+        (b"b", (1,), (2.0,)),
+        ("café".encode(), (1, 2, 3), (1.0, 1.0, 3.0)),
+    ]
+
+
 def test_values_stay_with_their_postings_when_only_some_terms_have_them(
     tmp_path: Path,
 ) -> None:
     # A field's postings without values (columns), then with (tuples), then without again.
     pool = BoundedPool(FileStorage(str(tmp_path)), None, limitmb=1)
-    pool.add_columns("body", 1, [b"a", b"b"], [1, 1], 1.0)
+    pool.add_columns("body", 1, ["a", "b"], [1, 1], 1.0)
     pool.add_terms("body", 2, [(b"a", 1, 1.0, b"v2"), (b"c", 1, 1.0, b"v2c")], 1.0)
-    pool.add_columns("body", 3, [b"b"], [2], 1.0)
+    pool.add_columns("body", 3, ["b"], [2], 1.0)
     terms = {(tbytes, tuple(ids), tuple(values)) for _, tbytes, ids, _, values in pool.iter_terms()}
     assert terms == {
         (b"a", (1, 2), (b"", b"v2")),
