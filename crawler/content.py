@@ -23,16 +23,15 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 from html.parser import HTMLParser
 
 import charset_normalizer
-from py3langid import langid
 
 from crawler.feeds import FEED_MIMES, read_feed
 from sextant import gemtext, markdown
 from sextant.errors import InvalidURL
 from sextant.gemtext import MAX_LINK_CHARS, LinkCollector, cap_title, first_line, lines
+from sextant.language import identifier
 from sextant.protocol import MimeType
 from sextant.urls import GeminiURL, resolve, scheme_of
 
@@ -226,7 +225,7 @@ def _detect(body: bytes) -> tuple[str, str, bool]:
             if codec is None or match.chaos > lowest + _CHAOS_MARGIN:
                 continue
             text = sample[:_LANG_SAMPLE_BYTES].decode(codec, errors="replace")
-            score = _identifier().classify(text)[1] + _DETECTION_BONUS.get(codec, 0.0)
+            score = identifier().classify(text)[1] + _DETECTION_BONUS.get(codec, 0.0)
             if best is None or score > best[0]:
                 best = (score, codec)
     codec = best[1] if best else "utf-8"
@@ -234,12 +233,6 @@ def _detect(body: bytes) -> tuple[str, str, bool]:
 
 
 # --- language ----------------------------------------------------------------------------------
-
-
-@cache
-def _identifier() -> langid.LanguageIdentifier:
-    # Loaded once per process (about 0.7 s); normalized probabilities make a threshold possible.
-    return langid.LanguageIdentifier.from_model_file(langid.MODEL_FILE, norm_probs=True)
 
 
 def detect_language(text: str | None) -> str | None:
@@ -250,7 +243,7 @@ def detect_language(text: str | None) -> str | None:
     letters = sum(1 for char in sample if char.isalpha())
     if letters < MIN_LETTERS_FOR_LANG:
         return None
-    code, probability = _identifier().classify(sample)
+    code, probability = identifier().classify(sample)
     if probability < MIN_LANG_PROBABILITY:
         return None
     return str(code)

@@ -37,12 +37,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy
 
 # The Whoosh internals this module uses are checked by tests/indexer/test_whoosh_internals.py.
 from whoosh.lang import stemmer_for_language
+
+from sextant.language import identifier
 
 #: Languages stemmed at index time, by ISO 639-1 code. Each one adds a variant to every query
 #: word, so the list holds the languages a Gemini search must serve well, not all Snowball has.
@@ -451,24 +452,13 @@ def analyze_parts(
 DETECT_SAMPLE_CHARS = 2000
 #: Below this confidence (a probability) the page keeps no language rather than a guess.
 DETECT_MIN_CONFIDENCE = 0.5
-_identifier: Any = None
 
 
 def detect_language(text: str) -> str | None:
-    """The language of ``text`` by py3langid's bundled model, or None when unsure.
-
-    The model ships inside the package (nothing is downloaded); it loads once per process,
-    in under a second, on first use.
-    """
-    global _identifier
+    """The language of ``text`` by py3langid's bundled model (:mod:`sextant.language`), or
+    None when unsure."""
     sample = text[:DETECT_SAMPLE_CHARS]
     if len(sample) < 20:
         return None
-    if _identifier is None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        _identifier = LanguageIdentifier.from_model_file(
-            MODEL_FILE, norm_probs=True, min_confidence=DETECT_MIN_CONFIDENCE
-        )
-    lang, _confidence = _identifier.classify(sample)
-    return None if lang == "und" else primary_language(lang)
+    lang, confidence = identifier().classify(sample)
+    return None if confidence < DETECT_MIN_CONFIDENCE else primary_language(lang)
