@@ -1,7 +1,8 @@
 """Language identification: py3langid's bundled model, its byte automaton walked by numpy.
 
 py3langid finds a text's byte n-grams by walking an automaton one byte at a time in a Python
-loop, which was half of identifying a page's language and a twentieth of indexing it. The
+loop, each step waiting on the last lookup in a 39 MB table: inside an index build that walk
+was a third of a detection's 1.8 ms (detection itself a tenth of the build's CPU). The
 automaton is Aho-Corasick's over n-grams of at most :data:`NGRAM_BYTES` bytes: its state
 after any text is the state the last :data:`NGRAM_BYTES` bytes reach from the start (the
 tests check this for every state and byte of the model). So the state at every position of
